@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs the whole test suite: the Release build's tests (CTest: unit tests,
+# multi-rank tests through mpirun, CLI tests), then the parsers and kernels again under ASan+UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+scripts/setup.sh
+echo "== tests (Release)"
+ctest --test-dir build --output-on-failure -j 2
+
+echo "== parsers and kernels under AddressSanitizer + UndefinedBehaviorSanitizer"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGTRAIN_SANITIZE=ON -DRINGTRAIN_BENCH=OFF
+cmake --build build-asan -j "$(nproc)"
+ASAN_OPTIONS=detect_leaks=0 RINGTRAIN_ISA=scalar \
+  ctest --test-dir build-asan --output-on-failure -j 2 -R "${RINGTRAIN_ASAN_TESTS:-Idx|Safetensors|Kernel|Ops|Gradient}"

@@ -1,0 +1,45 @@
+// `ringtrain`: the command-line entry point. Dispatches to a subcommand; any ringtrain::Error becomes
+// one line on stderr ("ringtrain: <what is wrong>") and exit code 1.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "ringtrain/cli/commands.h"
+#include "ringtrain/core/error.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: ringtrain <command> [options]\n\n"
+    "commands:\n"
+    "  train     train LeNet-5 (on one process, or many under mpirun / --nproc)\n"
+    "  eval      loss, accuracy and confusion matrix of a checkpoint on a dataset's test split\n"
+    "  data      prepare, expand and show datasets (ringtrain data --help)\n\n"
+    "`ringtrain <command> --help` lists a command's options with their defaults.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  std::string command = argv[1];
+  try {
+    if (command == "train") return ringtrain::cli::train_command(argc, argv, 2);
+    if (command == "eval") return ringtrain::cli::eval_command(argc, argv, 2);
+    if (command == "data") return ringtrain::cli::data_command(argc, argv, 2);
+    std::fprintf(stderr, "ringtrain: unknown command '%s'\n%s", command.c_str(), kUsage);
+    return 2;
+  } catch (const ringtrain::Error& e) {
+    std::fprintf(stderr, "ringtrain: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "ringtrain: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringtrain: internal error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,21 @@
+// Conv2d layer: weight [K,C,R,S] and bias [K], stride and zero padding (PyTorch's nn.Conv2d).
+#pragma once
+#include "ringtrain/nn/layer.h"
+
+namespace ringtrain::nn {
+
+class Conv2d : public Layer {
+ public:
+  Conv2d(std::string name, int in_channels, int out_channels, int kernel, int stride = 1, int pad = 0);
+  void declare(ParameterSet& params) override;
+  Shape configure(const Shape& in) override;
+  void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) override;
+  void backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
+                float* din, int N) override;
+  ops::Conv2dShape shape(int N) const;
+
+ private:
+  ops::Conv2dShape shape_;
+};
+
+}  // namespace ringtrain::nn

@@ -1,0 +1,21 @@
+// Linear layer: weight [O,I], bias [O] (PyTorch's nn.Linear). Flattens its input, so it follows a
+// convolution directly (PyTorch's torch.flatten(x, 1) order: C, then H, then W).
+#pragma once
+#include "ringtrain/nn/layer.h"
+
+namespace ringtrain::nn {
+
+class Linear : public Layer {
+ public:
+  Linear(std::string name, int in_features, int out_features);
+  void declare(ParameterSet& params) override;
+  Shape configure(const Shape& in) override;
+  void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) override;
+  void backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
+                float* din, int N) override;
+
+ private:
+  int in_features_, out_features_;
+};
+
+}  // namespace ringtrain::nn

@@ -1,0 +1,48 @@
+// Model: a sequence of layers with its ParameterSet and its activation buffers.
+// Activations are sized once by reserve(max_batch); forward and backward then allocate nothing.
+#pragma once
+#include <cstdint>
+#include <functional>
+
+#include "ringtrain/core/aligned.h"
+#include "ringtrain/nn/layer.h"
+
+namespace ringtrain::nn {
+
+class Model {
+ public:
+  // input: per-sample input shape, e.g. [1,28,28].
+  Model(Shape input, LayerList layers);
+
+  // PyTorch's default initialisation: every weight and bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+  // (kaiming_uniform with a = sqrt(5) reduces to this bound), drawn in state_dict order from seed.
+  void init_parameters(uint64_t seed);
+  // Sizes activation buffers for batches of up to max_batch samples (no-op if already large enough).
+  void reserve(int max_batch);
+
+  // Runs the layers on x [N, input...]; returns the logits [N, num_classes()].
+  const float* forward(const ops::KernelTable& k, const float* x, int N);
+  // Called after a layer has written its parameter gradients, last layer first.
+  using GradReadyHook = std::function<void(const Layer& layer)>;
+  // Backpropagates dlogits through the layers of the last forward (same x, same N).
+  void backward(const ops::KernelTable& k, const float* x, const float* dlogits, int N,
+                const GradReadyHook& on_grads_ready = {});
+
+  ParameterSet& params() { return params_; }
+  const ParameterSet& params() const { return params_; }
+  const LayerList& layers() const { return layers_; }
+  const Shape& input_shape() const { return input_; }
+  int num_classes() const { return int(shape_numel(shapes_.back())); }
+  int max_batch() const { return max_batch_; }
+
+ private:
+  Shape input_;
+  LayerList layers_;
+  std::vector<Shape> shapes_;                 // shapes_[i]: per-sample output of layer i
+  ParameterSet params_;
+  std::vector<AlignedBuffer<float>> acts_;    // acts_[i]: output of layer i
+  AlignedBuffer<float> grad_a_, grad_b_;      // ping-pong buffers for activation gradients
+  int max_batch_ = 0;
+};
+
+}  // namespace ringtrain::nn

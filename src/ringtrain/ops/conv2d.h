@@ -1,0 +1,30 @@
+// conv2d: cross-correlation as in PyTorch's nn.Conv2d (groups = 1, dilation = 1).
+// Shapes (documented once): inp [N,C,H,W], weight [K,C,R,S], bias [K], out [N,K,P,Q]
+// with P = (H + 2*pad - R) / stride + 1 and Q = (W + 2*pad - S) / stride + 1.
+#pragma once
+
+namespace ringtrain::ops {
+
+struct Conv2dShape {
+  int N = 1, C = 1, H = 1, W = 1;  // input
+  int K = 1, R = 1, S = 1;          // output channels, kernel height, kernel width
+  int stride = 1, pad = 0;
+  int P() const { return (H + 2 * pad - R) / stride + 1; }
+  int Q() const { return (W + 2 * pad - S) / stride + 1; }
+  // Multiply-adds of one pass (forward, backward-data and backward-weight each cost this).
+  double macs() const { return double(N) * K * P() * Q() * C * R * S; }
+};
+
+namespace ref {
+// out = conv(inp, weight) + bias. bias may be null.
+template <typename T>
+void conv2d_forward(T* out, const T* inp, const T* weight, const T* bias, const Conv2dShape& s);
+// dinp = conv_transpose(dout, weight). Overwrites dinp.
+template <typename T>
+void conv2d_backward_data(T* dinp, const T* dout, const T* weight, const Conv2dShape& s);
+// dweight = sum_n correlate(inp, dout); dbias = sum over N,P,Q of dout. Overwrites both; dbias may be null.
+template <typename T>
+void conv2d_backward_weight(T* dweight, T* dbias, const T* dout, const T* inp, const Conv2dShape& s);
+}  // namespace ref
+
+}  // namespace ringtrain::ops

@@ -1,0 +1,77 @@
+// Kernel table selection: cpuid decides once; RINGTRAIN_ISA forces a level.
+#include "ringtrain/ops/kernels.h"
+
+#include <cstdlib>
+
+#include "ringtrain/core/error.h"
+
+namespace ringtrain::ops {
+
+const char* isa_name(IsaLevel level) {
+  switch (level) {
+    case IsaLevel::Ref: return "ref";
+    case IsaLevel::Scalar: return "scalar";
+    case IsaLevel::Avx2: return "avx2";
+    case IsaLevel::Avx512: return "avx512";
+  }
+  return "?";
+}
+
+IsaLevel parse_isa(const std::string& name) {
+  for (IsaLevel l : {IsaLevel::Ref, IsaLevel::Scalar, IsaLevel::Avx2, IsaLevel::Avx512})
+    if (name == isa_name(l)) return l;
+  throw Error("ISA level '" + name + "' is not one of ref, scalar, avx2, avx512");
+}
+
+const KernelTable& reference_kernels() {
+  static const KernelTable table = [] {
+    KernelTable t;
+    t.level = IsaLevel::Ref;
+    t.conv2d_forward = ref::conv2d_forward<float>;
+    t.conv2d_backward_data = ref::conv2d_backward_data<float>;
+    t.conv2d_backward_weight = ref::conv2d_backward_weight<float>;
+    t.maxpool2d_forward = ref::maxpool2d_forward<float>;
+    t.maxpool2d_backward = ref::maxpool2d_backward<float>;
+    t.relu_forward = ref::relu_forward<float>;
+    t.relu_backward = ref::relu_backward<float>;
+    t.linear_forward = ref::linear_forward<float>;
+    t.linear_backward = ref::linear_backward<float>;
+    t.softmax_xent_forward = ref::softmax_xent_forward<float>;
+    t.softmax_xent_backward = ref::softmax_xent_backward<float>;
+    return t;
+  }();
+  return table;
+}
+
+IsaLevel detect_isa() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl"))
+    return IsaLevel::Avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return IsaLevel::Avx2;
+  return IsaLevel::Scalar;
+}
+
+std::vector<IsaLevel> supported_isas() {
+  std::vector<IsaLevel> out;
+  for (IsaLevel l : {IsaLevel::Ref, IsaLevel::Scalar, IsaLevel::Avx2, IsaLevel::Avx512})
+    if (int(l) <= int(detect_isa())) out.push_back(l);
+  return out;
+}
+
+const KernelTable& kernels_for(IsaLevel level) {
+  check(int(level) <= int(detect_isa()),
+        std::string("ISA level '") + isa_name(level) + "' is not supported by this CPU (best: " +
+            isa_name(detect_isa()) + ")");
+  // Fast levels are registered by the ops/cpu kernels (issue: fast operators); until then every
+  // level runs the reference.
+  return reference_kernels();
+}
+
+IsaLevel default_isa() {
+  const char* env = std::getenv("RINGTRAIN_ISA");
+  if (env && *env) return parse_isa(env);
+  return detect_isa();
+}
+
+}  // namespace ringtrain::ops

@@ -1,0 +1,55 @@
+// The kernel table: one function pointer per op pass, filled once at start-up for an ISA level.
+// Layers call ops only through a KernelTable, never a specific implementation, so the reference,
+// scalar, AVX2 and AVX-512 builds are interchangeable (and tests can run every one of them).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ringtrain/ops/activation.h"
+#include "ringtrain/ops/conv2d.h"
+#include "ringtrain/ops/linear.h"
+#include "ringtrain/ops/loss.h"
+#include "ringtrain/ops/pool.h"
+
+namespace ringtrain::ops {
+
+// Ordered from the plainest to the fastest.
+enum class IsaLevel { Ref, Scalar, Avx2, Avx512 };
+
+const char* isa_name(IsaLevel level);
+// Parses "ref|scalar|avx2|avx512"; throws Error naming the bad value.
+IsaLevel parse_isa(const std::string& name);
+
+struct KernelTable {
+  IsaLevel level = IsaLevel::Ref;
+  void (*conv2d_forward)(float* out, const float* inp, const float* weight, const float* bias,
+                         const Conv2dShape& s) = nullptr;
+  void (*conv2d_backward_data)(float* dinp, const float* dout, const float* weight, const Conv2dShape& s) = nullptr;
+  void (*conv2d_backward_weight)(float* dweight, float* dbias, const float* dout, const float* inp,
+                                 const Conv2dShape& s) = nullptr;
+  void (*maxpool2d_forward)(float* out, uint8_t* argmax, const float* inp, const PoolShape& s) = nullptr;
+  void (*maxpool2d_backward)(float* dinp, const float* dout, const uint8_t* argmax, const PoolShape& s) = nullptr;
+  void (*relu_forward)(float* out, const float* inp, int64_t n) = nullptr;
+  void (*relu_backward)(float* dinp, const float* dout, const float* out, int64_t n) = nullptr;
+  void (*linear_forward)(float* out, const float* inp, const float* weight, const float* bias,
+                         const LinearShape& s) = nullptr;
+  void (*linear_backward)(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                          const float* weight, const LinearShape& s) = nullptr;
+  float (*softmax_xent_forward)(float* probs, const float* logits, const uint8_t* labels, int N, int K) = nullptr;
+  void (*softmax_xent_backward)(float* dlogits, const float* probs, const uint8_t* labels, int N, int K,
+                                float scale) = nullptr;
+};
+
+// The reference kernels (always available).
+const KernelTable& reference_kernels();
+// The best level this CPU supports.
+IsaLevel detect_isa();
+// Levels this CPU can run, plainest first.
+std::vector<IsaLevel> supported_isas();
+// The table for a level; throws Error if the CPU cannot run it.
+const KernelTable& kernels_for(IsaLevel level);
+// The level chosen at start-up: RINGTRAIN_ISA if set, else detect_isa().
+IsaLevel default_isa();
+
+}  // namespace ringtrain::ops

@@ -1,0 +1,88 @@
+// Reference conv2d: direct loops, no tricks. The oracle every fast kernel is tested against.
+#include "ringtrain/ops/conv2d.h"
+
+#include <cstdint>
+
+namespace ringtrain::ops::ref {
+
+template <typename T>
+void conv2d_forward(T* out, const T* inp, const T* weight, const T* bias, const Conv2dShape& s) {
+  const int P = s.P(), Q = s.Q();
+  for (int n = 0; n < s.N; ++n)
+    for (int k = 0; k < s.K; ++k)
+      for (int p = 0; p < P; ++p)
+        for (int q = 0; q < Q; ++q) {
+          T acc = bias ? bias[k] : T(0);
+          for (int c = 0; c < s.C; ++c)
+            for (int r = 0; r < s.R; ++r) {
+              int h = p * s.stride - s.pad + r;
+              if (h < 0 || h >= s.H) continue;
+              for (int t = 0; t < s.S; ++t) {
+                int w = q * s.stride - s.pad + t;
+                if (w < 0 || w >= s.W) continue;
+                acc += inp[((int64_t(n) * s.C + c) * s.H + h) * s.W + w] *
+                       weight[((int64_t(k) * s.C + c) * s.R + r) * s.S + t];
+              }
+            }
+          out[((int64_t(n) * s.K + k) * P + p) * Q + q] = acc;
+        }
+}
+
+template <typename T>
+void conv2d_backward_data(T* dinp, const T* dout, const T* weight, const Conv2dShape& s) {
+  const int P = s.P(), Q = s.Q();
+  for (int64_t i = 0; i < int64_t(s.N) * s.C * s.H * s.W; ++i) dinp[i] = T(0);
+  for (int n = 0; n < s.N; ++n)
+    for (int k = 0; k < s.K; ++k)
+      for (int p = 0; p < P; ++p)
+        for (int q = 0; q < Q; ++q) {
+          T g = dout[((int64_t(n) * s.K + k) * P + p) * Q + q];
+          for (int c = 0; c < s.C; ++c)
+            for (int r = 0; r < s.R; ++r) {
+              int h = p * s.stride - s.pad + r;
+              if (h < 0 || h >= s.H) continue;
+              for (int t = 0; t < s.S; ++t) {
+                int w = q * s.stride - s.pad + t;
+                if (w < 0 || w >= s.W) continue;
+                dinp[((int64_t(n) * s.C + c) * s.H + h) * s.W + w] +=
+                    g * weight[((int64_t(k) * s.C + c) * s.R + r) * s.S + t];
+              }
+            }
+        }
+}
+
+template <typename T>
+void conv2d_backward_weight(T* dweight, T* dbias, const T* dout, const T* inp, const Conv2dShape& s) {
+  const int P = s.P(), Q = s.Q();
+  for (int64_t i = 0; i < int64_t(s.K) * s.C * s.R * s.S; ++i) dweight[i] = T(0);
+  if (dbias)
+    for (int k = 0; k < s.K; ++k) dbias[k] = T(0);
+  for (int n = 0; n < s.N; ++n)
+    for (int k = 0; k < s.K; ++k)
+      for (int p = 0; p < P; ++p)
+        for (int q = 0; q < Q; ++q) {
+          T g = dout[((int64_t(n) * s.K + k) * P + p) * Q + q];
+          if (dbias) dbias[k] += g;
+          for (int c = 0; c < s.C; ++c)
+            for (int r = 0; r < s.R; ++r) {
+              int h = p * s.stride - s.pad + r;
+              if (h < 0 || h >= s.H) continue;
+              for (int t = 0; t < s.S; ++t) {
+                int w = q * s.stride - s.pad + t;
+                if (w < 0 || w >= s.W) continue;
+                dweight[((int64_t(k) * s.C + c) * s.R + r) * s.S + t] +=
+                    g * inp[((int64_t(n) * s.C + c) * s.H + h) * s.W + w];
+              }
+            }
+        }
+}
+
+#define RINGTRAIN_INSTANTIATE(T)                                                              \
+  template void conv2d_forward<T>(T*, const T*, const T*, const T*, const Conv2dShape&);     \
+  template void conv2d_backward_data<T>(T*, const T*, const T*, const Conv2dShape&);          \
+  template void conv2d_backward_weight<T>(T*, T*, const T*, const T*, const Conv2dShape&);
+RINGTRAIN_INSTANTIATE(float)
+RINGTRAIN_INSTANTIATE(double)
+#undef RINGTRAIN_INSTANTIATE
+
+}  // namespace ringtrain::ops::ref
