@@ -1,0 +1,37 @@
+// Communicator: the small interface every distributed piece talks through (after mlx's
+// distributed group): rank, size and the collectives the trainer needs. Passed explicitly, never
+// global. LocalCommunicator is the one-process world; the MPI implementation lives beside it.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace ringtrain::dist {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // In-place sum over all ranks.
+  virtual void allreduce_sum(float* data, std::size_t n) = 0;
+  virtual void allreduce_sum(double* data, std::size_t n) = 0;
+  virtual void allreduce_sum(int64_t* data, std::size_t n) = 0;
+  // Copies root's bytes to every rank.
+  virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
+  virtual void barrier() = 0;
+};
+
+// A world of one process: every collective is the identity.
+class LocalCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void allreduce_sum(float*, std::size_t) override {}
+  void allreduce_sum(double*, std::size_t) override {}
+  void allreduce_sum(int64_t*, std::size_t) override {}
+  void broadcast(void*, std::size_t, int) override {}
+  void barrier() override {}
+};
+
+}  // namespace ringtrain::dist
