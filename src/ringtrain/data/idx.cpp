@@ -1,0 +1,222 @@
+#include "ringtrain/data/idx.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "ringtrain/core/error.h"
+#include "ringtrain/data/atomic_file.h"
+#include "ringtrain/data/byte_source.h"
+
+namespace ringtrain::data {
+
+namespace {
+
+constexpr uint8_t kTypeUbyte = 0x08;
+
+const char* type_name(uint8_t code) {
+  switch (code) {
+    case 0x08: return "unsigned byte";
+    case 0x09: return "signed byte";
+    case 0x0B: return "int16";
+    case 0x0C: return "int32";
+    case 0x0D: return "float32";
+    case 0x0E: return "float64";
+    default: return "not an IDX type code";
+  }
+}
+
+std::string hex_byte(uint8_t b) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%02X", b);
+  return buf;
+}
+
+// Reads until n bytes or the end of the source; returns how many were read.
+std::size_t read_full(ByteSource& src, uint8_t* dst, std::size_t n) {
+  std::size_t done = 0;
+  while (done < n) {
+    std::size_t got = src.read(dst + done, n - done);
+    if (got == 0) break;
+    done += got;
+  }
+  return done;
+}
+
+// Parses the IDX stream in src. file_size is the raw file's size (lets size errors be reported before
+// anything is allocated), or 0 when unknown (gzip, memory-mapped input goes through MemorySource too).
+IdxArray parse_stream(ByteSource& src, const std::string& name, uint64_t file_size, bool gzip) {
+  const std::string where = gzip ? " (after gzip decompression)" : "";
+  uint8_t header[4];
+  std::size_t got = read_full(src, header, 4);
+  if (got == 0) throw Error(name + ": empty file" + where + ", not an IDX file");
+  if (got < 4)
+    throw Error(name + ": truncated header: " + std::to_string(got) + " byte(s)" + where +
+                ", an IDX header needs at least 4");
+  if (header[0] != 0 || header[1] != 0)
+    throw Error(name + ": bad magic: not an IDX file (the first two bytes are " + hex_byte(header[0]) + " " +
+                hex_byte(header[1]) + ", expected 0x00 0x00, or 0x1F 0x8B for gzip)");
+  if (header[2] != kTypeUbyte)
+    throw Error(name + ": unsupported data type code " + hex_byte(header[2]) + " (" + type_name(header[2]) +
+                "); only 0x08 (unsigned byte) is supported");
+  const int ndims = header[3];
+  if (ndims < 1 || ndims > kIdxMaxDims)
+    throw Error(name + ": bad number of dimensions " + std::to_string(ndims) + " (supported: 1 to " +
+                std::to_string(kIdxMaxDims) + ")");
+
+  const std::size_t header_bytes = 4 + 4 * std::size_t(ndims);
+  uint8_t dim_bytes[4 * kIdxMaxDims];
+  got = read_full(src, dim_bytes, 4 * std::size_t(ndims));
+  if (got < 4 * std::size_t(ndims))
+    throw Error(name + ": truncated header: " + std::to_string(ndims) + " dimensions need a " +
+                std::to_string(header_bytes) + "-byte header, the data" + where + " has only " +
+                std::to_string(4 + got) + " bytes");
+
+  IdxArray out;
+  uint64_t product = 1;
+  bool overflow = false;
+  for (int i = 0; i < ndims; ++i) {
+    const uint8_t* b = dim_bytes + 4 * i;
+    uint64_t d = (uint64_t(b[0]) << 24) | (uint64_t(b[1]) << 16) | (uint64_t(b[2]) << 8) | uint64_t(b[3]);
+    if (d == 0)
+      throw Error(name + ": dimension " + std::to_string(i + 1) + " of " + std::to_string(ndims) +
+                  " is 0; every dimension must be positive");
+    out.dims.push_back(int64_t(d));
+    if (!overflow && __builtin_mul_overflow(product, d, &product)) overflow = true;
+  }
+  if (overflow)
+    throw Error(name + ": dimensions " + idx_dims_str(out.dims) + " overflow a 64-bit size (corrupt header?)");
+  if (product > kIdxMaxBytes)
+    throw Error(name + ": dimensions " + idx_dims_str(out.dims) + " describe " + std::to_string(product) +
+                " bytes, too large (the limit is " + std::to_string(kIdxMaxBytes) + "; corrupt header?)");
+
+  const std::string need = "dimensions " + idx_dims_str(out.dims) + " need " + std::to_string(product) +
+                           " data bytes after the " + std::to_string(header_bytes) + "-byte header";
+  if (file_size > 0) {
+    uint64_t have = file_size - std::min<uint64_t>(file_size, header_bytes);
+    if (have < product)
+      throw Error(name + ": truncated data: " + need + ", the file has only " + std::to_string(have));
+    if (have > product)
+      throw Error(name + ": " + std::to_string(have - product) + " trailing bytes: " + need +
+                  ", the file has " + std::to_string(have));
+  }
+
+  // Grow the buffer as data arrives (at most doubling), so a small file claiming huge dims fails as
+  // truncated without first allocating what its header claims.
+  std::size_t filled = 0;
+  std::size_t target = std::size_t(std::min<uint64_t>(product, 1u << 20));
+  while (filled < product) {
+    out.data.resize(target);
+    std::size_t n = read_full(src, out.data.data() + filled, target - filled);
+    filled += n;
+    if (filled < target) break;
+    target = std::size_t(std::min<uint64_t>(product, uint64_t(target) * 2));
+  }
+  if (filled < product)
+    throw Error(name + ": truncated data: " + need + ", only " + std::to_string(filled) + " follow" + where);
+  uint8_t extra;
+  if (read_full(src, &extra, 1) != 0)
+    throw Error(name + ": trailing bytes after the data: " + need + where + ", and more follow");
+  return out;
+}
+
+IdxArray parse_source(ByteSource& src, const std::string& name, uint64_t file_size) {
+  uint8_t head[2];
+  std::size_t got = read_full(src, head, 2);
+  if (is_gzip_magic(head, got)) {
+    GzipSource gz(head, got, src, name);
+    return parse_stream(gz, name, 0, true);
+  }
+  PrefixedSource raw(head, got, src);
+  return parse_stream(raw, name, file_size, false);
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Deflates into an AtomicFile as a single gzip member.
+class GzipWriter {
+ public:
+  GzipWriter(AtomicFile& file, const std::string& path) : file_(file), path_(path) {
+    if (deflateInit2(&zs_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+      throw Error(path_ + ": cannot start gzip compression");
+  }
+  ~GzipWriter() { deflateEnd(&zs_); }
+  void write(const uint8_t* data, std::size_t size, bool last) {
+    do {
+      std::size_t piece = std::min<std::size_t>(size, 1u << 30);
+      zs_.next_in = const_cast<uint8_t*>(data);
+      zs_.avail_in = uInt(piece);
+      data += piece;
+      size -= piece;
+      int flush = (last && size == 0) ? Z_FINISH : Z_NO_FLUSH;
+      int ret;
+      do {
+        zs_.next_out = out_;
+        zs_.avail_out = sizeof out_;
+        ret = deflate(&zs_, flush);
+        if (ret == Z_STREAM_ERROR) throw Error(path_ + ": gzip compression failed");
+        file_.write(out_, sizeof out_ - zs_.avail_out);
+      } while (zs_.avail_out == 0 || (flush == Z_FINISH && ret != Z_STREAM_END));
+    } while (size > 0);
+  }
+
+ private:
+  AtomicFile& file_;
+  std::string path_;
+  z_stream zs_{};
+  uint8_t out_[1 << 16];
+};
+
+}  // namespace
+
+std::string idx_dims_str(const std::vector<int64_t>& dims) {
+  std::string s;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += " x ";
+    s += std::to_string(dims[i]);
+  }
+  return s;
+}
+
+IdxArray read_idx(const std::string& path) {
+  FileSource file(path);
+  return parse_source(file, path, file.size());
+}
+
+IdxArray parse_idx(const uint8_t* bytes, std::size_t size, const std::string& name) {
+  MemorySource mem(bytes, size);
+  // A memory buffer's size is known exactly, like a regular file's (0 means empty, reported as such).
+  return parse_source(mem, name, size);
+}
+
+void write_idx(const std::string& path, const std::vector<int64_t>& dims, const uint8_t* data) {
+  check(!dims.empty() && dims.size() <= std::size_t(kIdxMaxDims),
+        path + ": cannot write " + std::to_string(dims.size()) + " dimensions to IDX (supported: 1 to 4)");
+  uint64_t product = 1;
+  std::vector<uint8_t> header = {0, 0, kTypeUbyte, uint8_t(dims.size())};
+  for (int64_t d : dims) {
+    check(d > 0 && d <= int64_t(UINT32_MAX),
+          path + ": cannot write dimensions " + idx_dims_str(dims) + " to IDX (each must be 1 to 2^32-1)");
+    check(product <= kIdxMaxBytes / uint64_t(d),
+          path + ": cannot write dimensions " + idx_dims_str(dims) + " to IDX (more than " +
+              std::to_string(kIdxMaxBytes) + " bytes)");
+    product *= uint64_t(d);
+    for (int shift = 24; shift >= 0; shift -= 8) header.push_back(uint8_t(uint64_t(d) >> shift));
+  }
+  check(data != nullptr, path + ": no data to write");
+  AtomicFile file(path);
+  if (ends_with(path, ".gz")) {
+    GzipWriter gz(file, path);
+    gz.write(header.data(), header.size(), false);
+    gz.write(data, std::size_t(product), true);
+  } else {
+    file.write(header.data(), header.size());
+    file.write(data, std::size_t(product));
+  }
+  file.commit();
+}
+
+}  // namespace ringtrain::data
