@@ -1,0 +1,143 @@
+// Checkpoint save/load over safetensors: weights under state_dict names, optimizer state under "optim.".
+#include "ringtrain/train/checkpoint.h"
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "ringtrain/core/error.h"
+#include "ringtrain/train/safetensors.h"
+
+namespace ringtrain::train {
+
+namespace {
+
+SafetensorsTensor f32_tensor(const std::string& name, const Shape& shape, const float* data, std::size_t n) {
+  SafetensorsTensor t;
+  t.name = name;
+  t.dtype = DType::F32;
+  t.shape = shape;
+  t.bytes.resize(n * sizeof(float));
+  if (n) std::memcpy(t.bytes.data(), data, n * sizeof(float));
+  return t;
+}
+
+// The F32 tensor `name` of the file with the view's shape; throws naming path and tensor otherwise.
+const SafetensorsTensor& expect_f32(const SafetensorsFile& file, const std::string& path, const std::string& name,
+                                    const Shape& shape) {
+  const SafetensorsTensor* t = file.find(name);
+  check(t != nullptr, path + ": tensor '" + name + "' is missing");
+  check(t->dtype == DType::F32,
+        path + ": tensor '" + name + "' is " + dtype_name(t->dtype) + ", expected F32");
+  check(t->shape == shape, path + ": tensor '" + name + "' has shape " + shape_str(t->shape) + ", expected " +
+                               shape_str(shape));
+  return *t;
+}
+
+std::string join(const std::vector<optim::StateBuffer>& buffers) {
+  std::string out;
+  for (const auto& b : buffers) out += (out.empty() ? "" : ",") + b.name;
+  return out;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const nn::Model& model, optim::Optimizer* optimizer,
+                     const std::map<std::string, std::string>& metadata) {
+  const nn::ParameterSet& params = model.params();
+  std::vector<SafetensorsTensor> tensors;
+  for (const auto& v : params.views())
+    tensors.push_back(f32_tensor(v.name, v.shape, params.params() + v.offset, v.numel));
+
+  std::map<std::string, std::string> meta = metadata;
+  meta.emplace("model", "lenet5");
+  meta.emplace("input_scaling", "x/255");
+  meta["format"] = "ringtrain";
+  meta["format_version"] = std::to_string(kCheckpointFormatVersion);
+  for (auto it = meta.begin(); it != meta.end();)
+    it = it->first.rfind(kOptimPrefix, 0) == 0 ? meta.erase(it) : std::next(it);  // ours alone, below
+
+  if (optimizer) {
+    std::vector<optim::StateBuffer> state = optimizer->state();
+    for (const auto& b : state) {
+      check(b.size == params.size(), path + ": optimizer buffer '" + b.name + "' holds " + std::to_string(b.size) +
+                                         " floats, the model's parameter buffer " + std::to_string(params.size()));
+      for (const auto& v : params.views())
+        tensors.push_back(f32_tensor(kOptimPrefix + b.name + "." + v.name, v.shape, b.data + v.offset, v.numel));
+    }
+    meta[std::string(kOptimPrefix) + "state"] = join(state);
+    meta[std::string(kOptimPrefix) + "step"] = std::to_string(optimizer->steps());
+    char lr[32];
+    std::snprintf(lr, sizeof lr, "%.9g", double(optimizer->lr()));
+    meta[std::string(kOptimPrefix) + "lr"] = lr;
+  }
+  write_safetensors(path, tensors, meta);
+}
+
+void load_weights(const std::string& path, nn::Model& model) {
+  SafetensorsFile file = read_safetensors(path);
+  nn::ParameterSet& params = model.params();
+  std::set<std::string> known;
+  // Validate everything before touching the model.
+  std::vector<const SafetensorsTensor*> found;
+  for (const auto& v : params.views()) {
+    known.insert(v.name);
+    const SafetensorsTensor& t = expect_f32(file, path, v.name, v.shape);
+    for (std::size_t i = 0; i < v.numel; ++i) {
+      float x;
+      std::memcpy(&x, t.bytes.data() + i * sizeof(float), sizeof x);
+      check(std::isfinite(x), path + ": tensor '" + v.name + "' holds a non-finite value at index " +
+                                  std::to_string(i));
+    }
+    found.push_back(&t);
+  }
+  for (const auto& t : file.tensors)
+    check(known.count(t.name) || t.name.rfind(kOptimPrefix, 0) == 0,
+          path + ": unknown tensor '" + t.name + "' (this model has no such parameter)");
+  for (std::size_t i = 0; i < params.views().size(); ++i) {
+    const auto& v = params.views()[i];
+    std::memcpy(params.param(int(i)), found[i]->bytes.data(), v.numel * sizeof(float));
+  }
+}
+
+void load_optimizer_state(const std::string& path, optim::Optimizer& optimizer, const nn::Model& model) {
+  SafetensorsFile file = read_safetensors(path);
+  const nn::ParameterSet& params = model.params();
+  std::vector<optim::StateBuffer> state = optimizer.state();
+  const std::string state_key = std::string(kOptimPrefix) + "state";
+  const std::string step_key = std::string(kOptimPrefix) + "step";
+
+  auto it = file.metadata.find(state_key);
+  check(it != file.metadata.end(), path + ": holds no optimizer state (no '" + state_key + "' metadata)");
+  check(it->second == join(state), path + ": optimizer state is '" + it->second + "' but this optimizer keeps '" +
+                                       join(state) + "'");
+  auto st = file.metadata.find(step_key);
+  check(st != file.metadata.end(), path + ": metadata '" + step_key + "' is missing");
+  int64_t steps = 0;
+  {
+    const std::string& s = st->second;
+    bool ok = !s.empty() && s.size() <= 18;
+    for (char c : s) ok = ok && c >= '0' && c <= '9';
+    check(ok, path + ": metadata '" + step_key + "' = '" + s + "' is not a non-negative integer");
+    steps = std::stoll(s);
+  }
+
+  std::vector<std::vector<const SafetensorsTensor*>> found(state.size());
+  for (std::size_t b = 0; b < state.size(); ++b) {
+    check(state[b].size == params.size(), path + ": optimizer buffer '" + state[b].name + "' does not match the model");
+    for (const auto& v : params.views())
+      found[b].push_back(&expect_f32(file, path, kOptimPrefix + state[b].name + "." + v.name, v.shape));
+  }
+  for (std::size_t b = 0; b < state.size(); ++b)
+    for (std::size_t i = 0; i < params.views().size(); ++i) {
+      const auto& v = params.views()[i];
+      std::memcpy(state[b].data + v.offset, found[b][i]->bytes.data(), v.numel * sizeof(float));
+    }
+  optimizer.set_steps(steps);
+}
+
+std::map<std::string, std::string> read_checkpoint_metadata(const std::string& path) {
+  return read_safetensors(path).metadata;
+}
+
+}  // namespace ringtrain::train
