@@ -162,7 +162,8 @@ TEST(Safetensors, CorruptHeaderLength) {
 
 TEST(Safetensors, CorruptJson) {
   const std::pair<const char*, const char*> cases[] = {
-      {"{   ", "unexpected end"},
+      {"{\"a\":", "unexpected end"},
+      {"{   ", "expected a string key"},
       {"{\"a\"", "expected ':'"},
       {"{\"a\":}", "unexpected character '}'"},
       {"{\"a\":{},}", "expected a string key"},
