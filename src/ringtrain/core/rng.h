@@ -32,6 +32,14 @@ class Rng {
   uint64_t inc_ = 0;
 };
 
+// SplitMix64's finaliser: a well-mixed 64-bit hash, for deriving independent seeds from (seed, index).
+inline uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
 // A permutation of 0..n-1 (Fisher-Yates) drawn from rng.
 std::vector<int64_t> random_permutation(int64_t n, Rng& rng);
 

@@ -1,0 +1,68 @@
+// `ringtrain eval`: loss, accuracy, per-class accuracy and the confusion matrix of a checkpoint on a
+// dataset's test split; optionally writes every prediction (one label a line) for comparison with
+// PyTorch (scripts/torch_check.py).
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "ringtrain/cli/commands.h"
+#include "ringtrain/cli/options.h"
+#include "ringtrain/core/error.h"
+#include "ringtrain/data/dataset.h"
+#include "ringtrain/dist/communicator.h"
+#include "ringtrain/nn/models/lenet5.h"
+#include "ringtrain/ops/kernels.h"
+#include "ringtrain/train/checkpoint.h"
+#include "ringtrain/train/evaluate.h"
+
+namespace ringtrain::cli {
+
+int eval_command(int argc, char** argv, int first) {
+  Options opt("ringtrain eval --checkpoint PATH [options]",
+              "Evaluates a checkpoint on the test split of a dataset.");
+  opt.add("checkpoint", "", "safetensors checkpoint to evaluate (required)");
+  opt.add("data", "digits", "dataset: digits | fashion | DIR");
+  opt.add("batch-size", "500", "samples per forward pass");
+  opt.add("predictions", "", "write the predicted label of every test sample, one a line, to this file");
+  opt.add("isa", "auto", "kernels: auto | ref | scalar | avx2 | avx512");
+  if (!opt.parse(argc, argv, first)) return 0;
+  check(!opt.str("checkpoint").empty(), "eval needs --checkpoint PATH");
+  const int batch = int(opt.integer("batch-size"));
+  check(batch > 0 && batch <= 65536, "--batch-size must be between 1 and 65536, got " + opt.str("batch-size"));
+  const ops::IsaLevel isa = opt.str("isa") == "auto" ? ops::default_isa() : ops::parse_isa(opt.str("isa"));
+  const ops::KernelTable& kernels = ops::kernels_for(isa);
+
+  auto model = nn::make_lenet5();
+  train::load_weights(opt.str("checkpoint"), *model);
+  data::Split test = data::load_split(data::resolve_dataset_dir(opt.str("data")), "t10k");
+  dist::LocalCommunicator comm;
+  const bool keep = !opt.str("predictions").empty();
+  train::EvalResult r = train::evaluate(*model, kernels, test, comm, batch, keep);
+
+  std::printf("test samples: %lld\n", (long long)r.samples);
+  std::printf("test loss: %.6f\n", r.mean_loss());
+  std::printf("per-class accuracy:");
+  for (int t = 0; t < train::kClasses; ++t) {
+    int64_t total = 0;
+    for (int p = 0; p < train::kClasses; ++p) total += r.confusion[t][p];
+    std::printf(" %d:%.2f%%", t, total ? 100.0 * double(r.confusion[t][t]) / double(total) : 0.0);
+  }
+  std::printf("\nconfusion matrix (rows: true label, columns: predicted):\n      ");
+  for (int p = 0; p < train::kClasses; ++p) std::printf("%6d", p);
+  std::printf("\n");
+  for (int t = 0; t < train::kClasses; ++t) {
+    std::printf("%6d", t);
+    for (int p = 0; p < train::kClasses; ++p) std::printf("%6lld", (long long)r.confusion[t][p]);
+    std::printf("\n");
+  }
+  std::printf("test accuracy: %.2f%%\n", 100.0 * r.accuracy());
+  if (keep) {
+    std::ofstream out(opt.str("predictions"));
+    check(bool(out), opt.str("predictions") + ": cannot open for writing");
+    for (uint8_t p : r.predictions) out << int(p) << "\n";
+    check(bool(out), opt.str("predictions") + ": write failed");
+  }
+  return 0;
+}
+
+}  // namespace ringtrain::cli

@@ -1,0 +1,103 @@
+// `ringtrain train`: trains LeNet-5 on a dataset and prints the test accuracy.
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+#include "ringtrain/cli/commands.h"
+#include "ringtrain/cli/options.h"
+#include "ringtrain/core/error.h"
+#include "ringtrain/data/dataset.h"
+#include "ringtrain/dist/communicator.h"
+#include "ringtrain/nn/models/lenet5.h"
+#include "ringtrain/ops/kernels.h"
+#include "ringtrain/train/checkpoint.h"
+#include "ringtrain/train/trainer.h"
+
+namespace ringtrain::cli {
+
+namespace {
+
+Options train_options() {
+  Options o("ringtrain train [options]",
+            "Trains LeNet-5 and prints `test accuracy: NN.NN%` at the end. Datasets: `digits` (10,000 real\n"
+            "MNIST digits, made by `ringtrain data prepare`), `fashion` (Debian's Fashion-MNIST) or a directory\n"
+            "holding the four standard IDX files.");
+  o.add("data", "digits", "dataset: digits | fashion | DIR");
+  o.add("epochs", "10", "passes over the training split");
+  o.add("batch-size", "64", "samples per step on each rank (global batch = this x ranks)");
+  o.add("lr", "0.001", "learning rate");
+  o.add("optimizer", "adam", "adam | sgd (momentum)");
+  o.add("momentum", "0.9", "SGD momentum");
+  o.add("weight-decay", "0", "L2 weight decay (added to the gradient, as torch.optim)");
+  o.add("seed", "0", "seed of the initial weights and of the per-epoch shuffle");
+  o.add("log-every", "100", "batches between log lines (0: none)");
+  o.add("max-steps", "0", "stop after this many steps (0: run all epochs)");
+  o.add("isa", "auto", "kernels: auto | ref | scalar | avx2 | avx512 (also env RINGTRAIN_ISA)");
+  o.add("save", "", "write the final weights to this safetensors checkpoint");
+  o.add("init-from", "", "start from the weights of this checkpoint instead of a fresh initialisation");
+  return o;
+}
+
+}  // namespace
+
+int train_command(int argc, char** argv, int first) {
+  Options opt = train_options();
+  if (!opt.parse(argc, argv, first)) return 0;
+
+  train::TrainConfig config;
+  config.epochs = int(opt.integer("epochs"));
+  config.batch_size = int(opt.integer("batch-size"));
+  config.lr = opt.number("lr");
+  config.optimizer = opt.str("optimizer");
+  config.momentum = opt.number("momentum");
+  config.weight_decay = opt.number("weight-decay");
+  config.seed = uint64_t(opt.integer("seed"));
+  config.log_every = int(opt.integer("log-every"));
+  config.max_steps = opt.integer("max-steps");
+  // Nonsense options are refused before any work starts.
+  check(config.epochs > 0, "--epochs must be at least 1, got " + opt.str("epochs"));
+  check(config.batch_size > 0 && config.batch_size <= 65536,
+        "--batch-size must be between 1 and 65536, got " + opt.str("batch-size"));
+  check(config.lr > 0, "--lr must be positive, got " + opt.str("lr"));
+  check(config.optimizer == "adam" || config.optimizer == "sgd",
+        "--optimizer must be adam or sgd, got '" + config.optimizer + "'");
+  check(config.momentum >= 0 && config.momentum < 1, "--momentum must be in [0, 1), got " + opt.str("momentum"));
+  check(config.weight_decay >= 0, "--weight-decay must be >= 0, got " + opt.str("weight-decay"));
+  check(opt.integer("seed") >= 0, "--seed must be >= 0");
+  check(config.log_every >= 0, "--log-every must be >= 0");
+  check(config.max_steps >= 0, "--max-steps must be >= 0");
+  const ops::IsaLevel isa = opt.str("isa") == "auto" ? ops::default_isa() : ops::parse_isa(opt.str("isa"));
+  const ops::KernelTable& kernels = ops::kernels_for(isa);
+
+  dist::LocalCommunicator comm;
+  data::Dataset dataset = data::load_dataset(opt.str("data"));
+  auto model = nn::make_lenet5();
+  if (opt.str("init-from").empty())
+    model->init_parameters(config.seed);
+  else
+    train::load_weights(opt.str("init-from"), *model);
+
+  if (comm.rank() == 0)
+    std::cout << "ringtrain: LeNet-5 (" << model->params().count() << " parameters) on " << dataset.name << " ("
+              << dataset.train.count << " train / " << dataset.test.count << " test), " << comm.size()
+              << " rank(s) x batch " << config.batch_size << ", " << config.optimizer << " lr " << config.lr
+              << ", kernels " << ops::isa_name(kernels.level) << std::endl;
+
+  train::Trainer trainer(config, *model, kernels, comm, std::cout);
+  train::TrainResult result = trainer.fit(dataset.train, dataset.test);
+
+  if (!opt.str("save").empty() && comm.rank() == 0) {
+    train::save_checkpoint(opt.str("save"), *model, &trainer.optimizer(),
+                           {{"dataset", dataset.name}, {"epochs", std::to_string(config.epochs)},
+                            {"seed", opt.str("seed")}});
+    std::cout << "saved " << opt.str("save") << std::endl;
+  }
+  if (comm.rank() == 0) {
+    std::printf("trained %lld steps in %.1fs (%.0f samples/s)\n", (long long)result.steps, result.train_seconds,
+                result.samples_per_second);
+    std::printf("test accuracy: %.2f%%\n", 100.0 * result.test.accuracy());
+  }
+  return 0;
+}
+
+}  // namespace ringtrain::cli

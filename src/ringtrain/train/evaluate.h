@@ -1,0 +1,35 @@
+// Evaluation of a model on a dataset split: mean loss, accuracy and the confusion matrix.
+// With a communicator, each rank evaluates its own contiguous, non-overlapping part of the split and
+// the counts are summed, so every test sample is counted exactly once whatever the world size.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "ringtrain/data/dataset.h"
+#include "ringtrain/dist/communicator.h"
+#include "ringtrain/nn/model.h"
+
+namespace ringtrain::train {
+
+constexpr int kClasses = 10;
+
+struct EvalResult {
+  int64_t samples = 0;
+  int64_t correct = 0;
+  double loss_sum = 0.0;  // sum of per-sample losses
+  std::array<std::array<int64_t, kClasses>, kClasses> confusion{};  // [true][predicted]
+  std::vector<uint8_t> predictions;  // this rank's predictions, in split order (filled on request)
+  double accuracy() const { return samples ? double(correct) / double(samples) : 0.0; }
+  double mean_loss() const { return samples ? loss_sum / double(samples) : 0.0; }
+};
+
+// Scales uint8 pixels to [0,1] floats (value / 255), as DESIGN.md fixes the input convention.
+void normalize_pixels(float* out, const uint8_t* pixels, int64_t count);
+
+// Evaluates the whole split. If keep_predictions, fills predictions for all samples (gathered by the
+// caller only on one process: predictions are those of this rank's part when size() > 1).
+EvalResult evaluate(nn::Model& model, const ops::KernelTable& kernels, const data::Split& split,
+                    dist::Communicator& comm, int batch_size = 500, bool keep_predictions = false);
+
+}  // namespace ringtrain::train

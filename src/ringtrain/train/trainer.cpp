@@ -1,0 +1,139 @@
+#include "ringtrain/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ostream>
+
+#include "ringtrain/core/error.h"
+#include "ringtrain/core/rng.h"
+
+namespace ringtrain::train {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string format(const char* fmt, double a, double b = 0, double c = 0, double d = 0, double e = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, fmt, a, b, c, d, e);
+  return buf;
+}
+}  // namespace
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& config, std::size_t n) {
+  if (config.optimizer == "adam") {
+    optim::AdamOptions o;
+    o.lr = float(config.lr);
+    o.weight_decay = float(config.weight_decay);
+    return std::make_unique<optim::Adam>(n, o);
+  }
+  if (config.optimizer == "sgd") {
+    optim::SgdOptions o;
+    o.lr = float(config.lr);
+    o.momentum = float(config.momentum);
+    o.weight_decay = float(config.weight_decay);
+    return std::make_unique<optim::Sgd>(n, o);
+  }
+  throw Error("optimizer '" + config.optimizer + "' is not one of adam, sgd");
+}
+
+Trainer::Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelTable& kernels,
+                 dist::Communicator& comm, std::ostream& log)
+    : config_(config), model_(model), kernels_(kernels), comm_(comm), log_(log) {
+  check(config.batch_size > 0, "--batch-size must be positive, got " + std::to_string(config.batch_size));
+  check(config.epochs > 0, "--epochs must be positive, got " + std::to_string(config.epochs));
+  check(config.lr > 0, "--lr must be positive");
+  optimizer_ = make_optimizer(config, model.params().size());
+  const int64_t input = shape_numel(model.input_shape());
+  model_.reserve(config.batch_size);
+  x_.resize(std::size_t(config.batch_size) * input);
+  dlogits_.resize(std::size_t(config.batch_size) * model.num_classes());
+  probs_.resize(std::size_t(config.batch_size) * model.num_classes());
+  labels_.resize(std::size_t(config.batch_size));
+}
+
+float Trainer::step(const data::Split& split, const int64_t* indices, int N) {
+  const int64_t pixels = int64_t(split.rows) * split.cols;
+  for (int n = 0; n < N; ++n) {
+    normalize_pixels(x_.data() + n * pixels, split.image(indices[n]), pixels);
+    labels_[n] = split.labels[indices[n]];
+  }
+  const int K = model_.num_classes();
+  const float* logits = model_.forward(kernels_, x_.data(), N);
+  float loss = kernels_.softmax_xent_forward(probs_.data(), logits, labels_.data(), N, K);
+  kernels_.softmax_xent_backward(dlogits_.data(), probs_.data(), labels_.data(), N, K, 1.0f / float(N));
+  model_.backward(kernels_, x_.data(), dlogits_.data(), N);
+  // Average gradients over the data-parallel world (every rank has the same N).
+  if (comm_.size() > 1) {
+    nn::ParameterSet& p = model_.params();
+    comm_.allreduce_sum(p.grads(), p.size());
+    const float inv = 1.0f / float(comm_.size());
+    for (std::size_t i = 0; i < p.size(); ++i) p.grads()[i] *= inv;
+  }
+  optimizer_->step(model_.params().params(), model_.params().grads());
+  return loss;
+}
+
+TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test_split) {
+  const int64_t input = shape_numel(model_.input_shape());
+  check(int64_t(train_split.rows) * train_split.cols == input,
+        "training images are " + std::to_string(train_split.rows) + "x" + std::to_string(train_split.cols) +
+            ", the model expects " + shape_str(model_.input_shape()));
+  const int B = config_.batch_size;
+  const int64_t steps_per_epoch = (train_split.count + B - 1) / B;
+  TrainResult result;
+  double train_seconds = 0.0;
+  int64_t samples_seen = 0;
+
+  for (int epoch = 0; epoch < config_.epochs; ++epoch) {
+    // Per-epoch shuffle from seed + epoch: the same order on every run with the same seed.
+    Rng rng(config_.seed + uint64_t(epoch), 0x5eed5eedULL);
+    std::vector<int64_t> order = random_permutation(train_split.count, rng);
+    const auto epoch_start = Clock::now();
+    auto window_start = epoch_start;
+    int64_t window_samples = 0;
+    double loss_sum = 0.0;
+    int64_t loss_count = 0;
+
+    for (int64_t b = 0; b < steps_per_epoch; ++b) {
+      const int64_t first = b * B;
+      const int N = int(std::min<int64_t>(B, train_split.count - first));
+      float loss = step(train_split, order.data() + first, N);
+      check(std::isfinite(loss), "training diverged: loss is " + std::to_string(loss) + " at epoch " +
+                                     std::to_string(epoch + 1) + " batch " + std::to_string(b + 1));
+      ++result.steps;
+      result.last_loss = loss;
+      loss_sum += loss;
+      ++loss_count;
+      window_samples += N;
+      samples_seen += N;
+      if (config_.log_every > 0 && (b + 1) % config_.log_every == 0 && is_logger()) {
+        double rate = window_samples * comm_.size() / seconds_since(window_start);
+        log_ << "epoch " << epoch + 1 << " batch " << b + 1 << "/" << steps_per_epoch
+             << format(" loss %.4f samples/s %.0f", loss_sum / loss_count, rate) << std::endl;
+        window_start = Clock::now();
+        window_samples = 0;
+        loss_sum = 0.0;
+        loss_count = 0;
+      }
+      if (config_.max_steps > 0 && result.steps >= config_.max_steps) break;
+    }
+    train_seconds += seconds_since(epoch_start);
+    const bool last = epoch + 1 == config_.epochs || (config_.max_steps > 0 && result.steps >= config_.max_steps);
+    if (config_.eval_each_epoch || last) {
+      result.test = evaluate(model_, kernels_, test_split, comm_);
+      if (is_logger())
+        log_ << "epoch " << epoch + 1 << " done"
+             << format(" in %.1fs: test loss %.4f, test accuracy %.2f%%", seconds_since(epoch_start),
+                       result.test.mean_loss(), 100.0 * result.test.accuracy())
+             << std::endl;
+    }
+    if (last) break;
+  }
+  result.train_seconds = train_seconds;
+  result.samples_per_second = train_seconds > 0 ? samples_seen * comm_.size() / train_seconds : 0.0;
+  return result;
+}
+
+}  // namespace ringtrain::train

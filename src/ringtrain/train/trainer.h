@@ -1,0 +1,67 @@
+// The training loop: per-epoch shuffle, batches normalised to [0,1], forward, softmax cross-entropy,
+// backward, gradient averaging over the data-parallel world, optimizer step on the fp32 master
+// weights, evaluation on the test split after each epoch, a log line every log_every batches.
+// Same configuration and seed -> the same weights, bit for bit.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+
+#include "ringtrain/data/dataset.h"
+#include "ringtrain/dist/communicator.h"
+#include "ringtrain/nn/model.h"
+#include "ringtrain/ops/kernels.h"
+#include "ringtrain/optim/optimizer.h"
+#include "ringtrain/train/evaluate.h"
+
+namespace ringtrain::train {
+
+struct TrainConfig {
+  int epochs = 10;
+  int batch_size = 64;            // per rank; the global batch is batch_size x world size
+  double lr = 1e-3;
+  std::string optimizer = "adam"; // adam | sgd
+  double momentum = 0.9;          // sgd only
+  double weight_decay = 0.0;
+  uint64_t seed = 0;              // initial weights and the per-epoch shuffle
+  int log_every = 100;            // batches between log lines (0: never)
+  int64_t max_steps = 0;          // stop after this many steps in total (0: no limit)
+  bool eval_each_epoch = true;
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  double last_loss = 0.0;
+  EvalResult test;
+  double train_seconds = 0.0;
+  double samples_per_second = 0.0;  // global training samples per second (all ranks)
+};
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& config, std::size_t n);
+
+class Trainer {
+ public:
+  Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelTable& kernels,
+          dist::Communicator& comm, std::ostream& log);
+
+  // Trains on train_split, evaluating on test_split after each epoch; returns the final figures.
+  TrainResult fit(const data::Split& train_split, const data::Split& test_split);
+  optim::Optimizer& optimizer() { return *optimizer_; }
+
+ private:
+  // One step on the batch of sample indices [first, first+N) of `order`; returns the batch loss.
+  float step(const data::Split& split, const int64_t* indices, int N);
+  bool is_logger() const { return comm_.rank() == 0; }
+
+  TrainConfig config_;
+  nn::Model& model_;
+  const ops::KernelTable& kernels_;
+  dist::Communicator& comm_;
+  std::ostream& log_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  AlignedBuffer<float> x_, dlogits_, probs_;
+  AlignedBuffer<uint8_t> labels_;
+};
+
+}  // namespace ringtrain::train

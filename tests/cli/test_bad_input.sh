@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Corrupt datasets and nonsense options: one-line error naming what is wrong, non-zero exit, no crash.
+source "$TESTS_DIR/lib.sh"
+
+for case in truncated trailing magic dtype empty count label gzip dims missing; do
+  "$PYTHON" "$TESTS_DIR/make_idx.py" corrupt "$WORK/$case" "$case"
+  needle="$WORK/$case/train-"
+  expect_error "corrupt dataset ($case)" "$needle" "$RINGTRAIN" train --data "$WORK/$case" --epochs 1
+done
+
+"$PYTHON" "$TESTS_DIR/make_idx.py" good "$WORK/good" --train 100 --test 50
+expect_error "batch 0" "--batch-size" "$RINGTRAIN" train --data "$WORK/good" --batch-size 0
+expect_error "negative lr" "--lr" "$RINGTRAIN" train --data "$WORK/good" --lr -1
+expect_error "lr not a number" "--lr" "$RINGTRAIN" train --data "$WORK/good" --lr fast
+expect_error "epochs 0" "--epochs" "$RINGTRAIN" train --data "$WORK/good" --epochs 0
+expect_error "unknown option" "--bogus" "$RINGTRAIN" train --bogus 3
+expect_error "missing value" "--epochs" "$RINGTRAIN" train --epochs
+expect_error "bad optimizer" "--optimizer" "$RINGTRAIN" train --data "$WORK/good" --optimizer lion
+expect_error "bad isa" "isa" "$RINGTRAIN" train --data "$WORK/good" --isa sse9
+expect_error "missing dataset dir" "$WORK/nope" "$RINGTRAIN" train --data "$WORK/nope"
+expect_error "missing checkpoint" "$WORK/none.safetensors" "$RINGTRAIN" eval --checkpoint "$WORK/none.safetensors" --data "$WORK/good"
+printf 'not a checkpoint' > "$WORK/junk.safetensors"
+expect_error "junk checkpoint" "$WORK/junk.safetensors" "$RINGTRAIN" eval --checkpoint "$WORK/junk.safetensors" --data "$WORK/good"
+expect_error "eval without checkpoint" "--checkpoint" "$RINGTRAIN" eval --data "$WORK/good"
+expect_error "unknown command" "unknown command" "$RINGTRAIN" frobnicate
+finish
