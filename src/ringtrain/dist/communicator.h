@@ -1,6 +1,6 @@
 // Communicator: the small interface every distributed piece talks through (after mlx's
 // distributed group): rank, size and the collectives the trainer needs. Passed explicitly, never
-// global. LocalCommunicator is the one-process world; the MPI implementation lives beside it.
+// global. LocalCommunicator is the one-process world; MpiCommunicator (mpi_communicator.h) is MPI's.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -13,13 +13,16 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // In-place sum over all ranks.
+  // In-place sum over all ranks. Every rank ends with the same bits.
   virtual void allreduce_sum(float* data, std::size_t n) = 0;
   virtual void allreduce_sum(double* data, std::size_t n) = 0;
   virtual void allreduce_sum(int64_t* data, std::size_t n) = 0;
   // Copies root's bytes to every rank.
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
   virtual void barrier() = 0;
+  // A new communicator over the same ranks whose traffic never mixes with this one's, so another
+  // thread can use it (GradReducer's communication thread). Collective: every rank must call it.
+  virtual std::unique_ptr<Communicator> duplicate() = 0;
 };
 
 // A world of one process: every collective is the identity.
@@ -32,6 +35,7 @@ class LocalCommunicator final : public Communicator {
   void allreduce_sum(int64_t*, std::size_t) override {}
   void broadcast(void*, std::size_t, int) override {}
   void barrier() override {}
+  std::unique_ptr<Communicator> duplicate() override { return std::make_unique<LocalCommunicator>(); }
 };
 
 }  // namespace ringtrain::dist

@@ -1,0 +1,126 @@
+#include "ringtrain/dist/mpi_communicator.h"
+
+#include <climits>
+#include <cstdlib>
+
+#include "ringtrain/core/error.h"
+
+namespace ringtrain::dist {
+
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS", "SLURM_PROCID"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+  }
+  return "an unknown thread level";
+}
+
+static void check_level(int provided) {
+  check(provided >= MPI_THREAD_MULTIPLE,
+        std::string("MPI: the library provides ") + thread_level_name(provided) +
+            " but ringtrain needs MPI_THREAD_MULTIPLE (the gradient-reduction thread and the watchdog call "
+            "MPI beside the main thread); use an MPI built with thread-multiple support");
+}
+
+void require_thread_multiple() {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  check_level(provided);
+}
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) {
+    require_thread_multiple();
+    return;
+  }
+  int provided = MPI_THREAD_SINGLE;
+  check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) == MPI_SUCCESS,
+        "MPI: MPI_Init_thread failed");
+  owns_ = true;
+  check_level(provided);
+}
+
+MpiSession::~MpiSession() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owns_ && !finalized) MPI_Finalize();
+}
+
+AllreduceAlgorithm parse_allreduce(const std::string& name) {
+  if (name == "ring") return AllreduceAlgorithm::Ring;
+  if (name == "mpi") return AllreduceAlgorithm::Mpi;
+  throw Error("--allreduce: expected ring or mpi, got '" + name + "'");
+}
+
+const char* allreduce_name(AllreduceAlgorithm a) { return a == AllreduceAlgorithm::Ring ? "ring" : "mpi"; }
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, const MpiOptions& opt) : MpiCommunicator(comm, opt, nullptr) {}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, const MpiOptions& opt, std::shared_ptr<Watchdog> watchdog)
+    : opt_(opt), watchdog_(std::move(watchdog)) {
+  MPI_Comm_dup(comm, &comm_);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  if (!watchdog_) watchdog_ = std::make_shared<Watchdog>(opt_.timeout_s, rank_, size_, opt_.on_timeout);
+  ring_ = std::make_unique<RingAllreduce>(comm_, opt_.ring);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+template <typename T>
+void MpiCommunicator::allreduce(T* data, std::size_t n, MPI_Datatype type, const char* dtype) {
+  if (size_ == 1 || n == 0) return;
+  auto guard = watchdog_->arm("allreduce_sum", dtype, n, allreduce_name(opt_.algorithm));
+  if (opt_.algorithm == AllreduceAlgorithm::Ring) {
+    ring_->run(data, n);
+    return;
+  }
+  for (std::size_t done = 0; done < n;) {  // MPI counts are int
+    int count = int(std::min<std::size_t>(n - done, INT_MAX));
+    MPI_Allreduce(MPI_IN_PLACE, data + done, count, type, MPI_SUM, comm_);
+    done += std::size_t(count);
+  }
+}
+
+void MpiCommunicator::allreduce_sum(float* data, std::size_t n) { allreduce(data, n, MPI_FLOAT, "float"); }
+void MpiCommunicator::allreduce_sum(double* data, std::size_t n) { allreduce(data, n, MPI_DOUBLE, "double"); }
+void MpiCommunicator::allreduce_sum(int64_t* data, std::size_t n) { allreduce(data, n, MPI_INT64_T, "int64"); }
+
+void MpiCommunicator::broadcast(void* data, std::size_t bytes, int root) {
+  check(root >= 0 && root < size_, "broadcast: root " + std::to_string(root) + " is not a rank");
+  if (size_ == 1 || bytes == 0) return;
+  auto guard = watchdog_->arm("broadcast", "byte", bytes, "");
+  auto* p = static_cast<unsigned char*>(data);
+  for (std::size_t done = 0; done < bytes;) {
+    int count = int(std::min<std::size_t>(bytes - done, INT_MAX));
+    MPI_Bcast(p + done, count, MPI_BYTE, root, comm_);
+    done += std::size_t(count);
+  }
+}
+
+void MpiCommunicator::barrier() {
+  if (size_ == 1) return;
+  auto guard = watchdog_->arm("barrier");
+  MPI_Barrier(comm_);
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::duplicate() {
+  auto guard = watchdog_->arm("duplicate");
+  return std::unique_ptr<Communicator>(new MpiCommunicator(comm_, opt_, watchdog_));
+}
+
+}  // namespace ringtrain::dist

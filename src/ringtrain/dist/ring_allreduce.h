@@ -1,0 +1,55 @@
+// Our own ring all-reduce over MPI point-to-point (the algorithm of Baidu's ring / Horovod / NCCL).
+// The buffer of n elements is cut into W chunks (chunk c = [c*n/W, (c+1)*n/W), so any n works, even
+// n < W); reduce-scatter then all-gather around the ring rank r -> r+1 in 2(W-1) steps, each moving one
+// chunk (~n/W elements). Chunks are further cut into segments of segment_bytes, and a segment is
+// forwarded to the next step as soon as it has been reduced, so sending, receiving and adding overlap
+// (pipelining) and large buffers run at link speed.
+//
+// Every rank ends with bit-identical results: element i of chunk c is the left fold
+// ((x_c + x_{c+1}) + x_{c+2}) + ... over ranks c, c+1, ..., c+W-1 (mod W) - a fixed order, which the
+// tests reproduce exactly (ring_fold_start).
+#pragma once
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ringtrain/core/aligned.h"
+
+namespace ringtrain::dist {
+
+// First element of chunk c (0 <= c <= W) of a buffer of n elements split over W ranks.
+inline std::size_t ring_chunk_begin(std::size_t n, int W, int c) {
+  return std::size_t((unsigned __int128)n * unsigned(c) / unsigned(W));
+}
+// The rank whose value starts element i's fixed-order sum (the owner of i's chunk).
+int ring_fold_start(std::size_t n, int W, std::size_t i);
+
+struct RingOptions {
+  // Pipelining grain. 256 KiB measured best on shared memory (bench/allreduce.sh).
+  std::size_t segment_bytes = std::size_t(256) << 10;
+};
+
+class RingAllreduce {
+ public:
+  // comm is borrowed (not freed); one RingAllreduce must be used by one thread at a time.
+  RingAllreduce(MPI_Comm comm, const RingOptions& opt = {});
+  // In-place sum over the ranks of comm.
+  void run(float* data, std::size_t n) { run_typed(data, n, MPI_FLOAT); }
+  void run(double* data, std::size_t n) { run_typed(data, n, MPI_DOUBLE); }
+  void run(int64_t* data, std::size_t n) { run_typed(data, n, MPI_INT64_T); }
+
+ private:
+  template <typename T>
+  void run_typed(T* data, std::size_t n, MPI_Datatype type);
+
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  RingOptions opt_;
+  AlignedBuffer<unsigned char> scratch_;
+  std::vector<MPI_Request> sends_, recvs_;
+  std::vector<char> posted_;
+};
+
+}  // namespace ringtrain::dist

@@ -1,0 +1,82 @@
+#include "ringtrain/dist/watchdog.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+namespace ringtrain::dist {
+
+void Watchdog::abort_job(const std::string& message) {
+  std::fprintf(stderr, "%s\n", message.c_str());
+  std::fflush(stderr);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, 3);
+  std::_Exit(3);
+}
+
+Watchdog::Watchdog(double timeout_s, int rank, int world_size, TimeoutAction action)
+    : timeout_s_(timeout_s), rank_(rank), world_size_(world_size), action_(std::move(action)) {
+  if (timeout_s_ > 0) thread_ = std::thread([this] { run(); });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Watchdog::Guard Watchdog::arm(const char* operation, const char* dtype, std::size_t count, const char* algo) {
+  if (timeout_s_ <= 0) return Guard(nullptr, 0);
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t id = next_id_++;
+  armed_.emplace(id, Armed{operation, dtype, count, algo, std::chrono::steady_clock::now()});
+  return Guard(this, id);
+}
+
+void Watchdog::disarm(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  armed_.erase(id);
+}
+
+bool Watchdog::fired() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fired_;
+}
+
+void Watchdog::run() {
+  using namespace std::chrono;
+  // Check often enough that the job stops within ~10% past the timeout (at most once a second).
+  const auto period = duration_cast<steady_clock::duration>(
+      duration<double>(std::clamp(timeout_s_ / 10.0, 0.01, 1.0)));
+  const auto limit = duration_cast<steady_clock::duration>(duration<double>(timeout_s_));
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, period);
+    if (stop_ || fired_) continue;
+    auto now = steady_clock::now();
+    for (const auto& [id, a] : armed_) {
+      if (now - a.start < limit) continue;
+      fired_ = true;
+      char msg[512];
+      std::snprintf(msg, sizeof msg,
+                    "ringtrain: rank %d of %d: collective %s(%s%s%zu%s%s) did not finish within %g s "
+                    "(--timeout); a peer rank has probably died or hung; aborting the whole job",
+                    rank_, world_size_, a.operation, a.dtype, *a.dtype ? " x " : "", a.count,
+                    *a.algo ? ", " : "", a.algo, timeout_s_);
+      std::string message = msg;
+      lock.unlock();
+      action_(message);
+      lock.lock();
+      break;
+    }
+  }
+}
+
+}  // namespace ringtrain::dist
