@@ -179,6 +179,13 @@ TEST_F(DatasetLoad, MissingDigitsSaysToRunPrepare) {
   msg = error_of("digits");
   EXPECT_NE(msg.find(dir_ + "/digits/train-images-idx3-ubyte: missing"), std::string::npos) << msg;
   EXPECT_NE(msg.find("ringtrain data prepare"), std::string::npos) << msg;
+  // Also when the resolved folder is loaded split by split (as `ringtrain eval` does).
+  try {
+    load_split(resolve_dataset_dir("digits"), "t10k");
+    ADD_FAILURE() << "loaded a missing split";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ringtrain data prepare"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(DatasetLoad, DigitsAreLoadedFromTheDataRoot) {

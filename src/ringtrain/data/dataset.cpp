@@ -25,10 +25,11 @@ std::string base_name(const std::string& split, const std::string& kind) {
   return split + "-" + kind + (kind == "images" ? "-idx3-ubyte" : "-idx1-ubyte");
 }
 
-// How to get a dataset that is missing, for the names that have a known source.
-std::string hint(const std::string& name) {
-  if (name == "digits") return "; run `ringtrain data prepare` to create the digits dataset";
-  if (name == "fashion") return "; install Debian's dataset-fashion-mnist package (apt-get install dataset-fashion-mnist)";
+// How to get a missing dataset, for the folders of the names that have a known source (by folder, so
+// that callers of load_split with a resolved folder get the hint too).
+std::string hint_for_dir(const std::string& dir) {
+  if (dir == resolve_dataset_dir("digits")) return "; run `ringtrain data prepare` to create the digits dataset";
+  if (dir == kFashionDir) return "; install Debian's dataset-fashion-mnist package (apt-get install dataset-fashion-mnist)";
   return "";
 }
 
@@ -57,8 +58,10 @@ Split load_split(const std::string& dir, const std::string& split) {
   check(split == "train" || split == "t10k", dir + ": unknown split '" + split + "' (train or t10k)");
   std::string images_path = find_idx_file(dir, split, "images");
   std::string labels_path = find_idx_file(dir, split, "labels");
-  check(!images_path.empty(), dir + "/" + base_name(split, "images") + ": missing (neither it nor .gz exists)");
-  check(!labels_path.empty(), dir + "/" + base_name(split, "labels") + ": missing (neither it nor .gz exists)");
+  check(!images_path.empty(),
+        dir + "/" + base_name(split, "images") + ": missing (neither it nor .gz exists)" + hint_for_dir(dir));
+  check(!labels_path.empty(),
+        dir + "/" + base_name(split, "labels") + ": missing (neither it nor .gz exists)" + hint_for_dir(dir));
 
   IdxArray images = read_idx(images_path);
   check(images.dims.size() == 3, images_path + ": images must have 3 dimensions (N x rows x cols), this file has " +
@@ -89,11 +92,11 @@ Dataset load_dataset(const std::string& name) {
   Dataset ds;
   ds.name = name;
   ds.dir = resolve_dataset_dir(name);
-  check(is_dir(ds.dir), ds.dir + ": no such dataset directory" + hint(name));
+  check(is_dir(ds.dir), ds.dir + ": no such dataset directory" + hint_for_dir(ds.dir));
   for (const char* split : {"train", "t10k"})
     for (const char* kind : {"images", "labels"})
       check(!find_idx_file(ds.dir, split, kind).empty(),
-            ds.dir + "/" + base_name(split, kind) + ": missing (neither it nor .gz exists)" + hint(name));
+            ds.dir + "/" + base_name(split, kind) + ": missing (neither it nor .gz exists)" + hint_for_dir(ds.dir));
   ds.train = load_split(ds.dir, "train");
   ds.test = load_split(ds.dir, "t10k");
   check(ds.train.rows == ds.test.rows && ds.train.cols == ds.test.cols,
