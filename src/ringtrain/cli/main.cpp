@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
     if (command == "train") return ringtrain::cli::train_command(argc, argv, 2);
     if (command == "eval") return ringtrain::cli::eval_command(argc, argv, 2);
     if (command == "data") return ringtrain::cli::data_command(argc, argv, 2);
-    std::fprintf(stderr, "ringtrain: unknown command '%s'\n%s", command.c_str(), kUsage);
+    std::fprintf(stderr, "ringtrain: unknown command '%s' (commands: train, eval, data; see --help)\n",
+                 command.c_str());
     return 2;
   } catch (const ringtrain::Error& e) {
     std::fprintf(stderr, "ringtrain: %s\n", e.what());

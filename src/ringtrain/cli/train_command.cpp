@@ -32,6 +32,8 @@ Options train_options() {
   o.add("seed", "0", "seed of the initial weights and of the per-epoch shuffle");
   o.add("log-every", "100", "batches between log lines (0: none)");
   o.add("max-steps", "0", "stop after this many steps (0: run all epochs)");
+  o.add("workers", "1", "loader threads preparing batches ahead of the step (0: prepare on the step's thread)");
+  o.add("prefetch", "4", "batches the loader prepares ahead");
   o.add("isa", "auto", "kernels: auto | ref | scalar | avx2 | avx512 (also env RINGTRAIN_ISA)");
   o.add("save", "", "write the final weights to this safetensors checkpoint");
   o.add("init-from", "", "start from the weights of this checkpoint instead of a fresh initialisation");
@@ -54,6 +56,8 @@ int train_command(int argc, char** argv, int first) {
   config.seed = uint64_t(opt.integer("seed"));
   config.log_every = int(opt.integer("log-every"));
   config.max_steps = opt.integer("max-steps");
+  config.workers = int(opt.integer("workers"));
+  config.prefetch = int(opt.integer("prefetch"));
   // Nonsense options are refused before any work starts.
   check(config.epochs > 0, "--epochs must be at least 1, got " + opt.str("epochs"));
   check(config.batch_size > 0 && config.batch_size <= 65536,
@@ -66,6 +70,8 @@ int train_command(int argc, char** argv, int first) {
   check(opt.integer("seed") >= 0, "--seed must be >= 0");
   check(config.log_every >= 0, "--log-every must be >= 0");
   check(config.max_steps >= 0, "--max-steps must be >= 0");
+  check(config.workers >= 0 && config.workers <= 64, "--workers must be between 0 and 64, got " + opt.str("workers"));
+  check(config.prefetch >= 1 && config.prefetch <= 1024, "--prefetch must be between 1 and 1024, got " + opt.str("prefetch"));
   const ops::IsaLevel isa = opt.str("isa") == "auto" ? ops::default_isa() : ops::parse_isa(opt.str("isa"));
   const ops::KernelTable& kernels = ops::kernels_for(isa);
 
@@ -93,8 +99,9 @@ int train_command(int argc, char** argv, int first) {
     std::cout << "saved " << opt.str("save") << std::endl;
   }
   if (comm.rank() == 0) {
-    std::printf("trained %lld steps in %.1fs (%.0f samples/s)\n", (long long)result.steps, result.train_seconds,
-                result.samples_per_second);
+    std::printf("trained %lld steps in %.1fs (%.0f samples/s, data wait %.2f%% of step time)\n",
+                (long long)result.steps, result.train_seconds, result.samples_per_second,
+                100.0 * result.data_wait_fraction);
     std::printf("test accuracy: %.2f%%\n", 100.0 * result.test.accuracy());
   }
   return 0;

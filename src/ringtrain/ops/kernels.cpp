@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "ringtrain/core/error.h"
+#include "ringtrain/ops/cpu/tables.h"
 
 namespace ringtrain::ops {
 
@@ -20,7 +21,7 @@ const char* isa_name(IsaLevel level) {
 IsaLevel parse_isa(const std::string& name) {
   for (IsaLevel l : {IsaLevel::Ref, IsaLevel::Scalar, IsaLevel::Avx2, IsaLevel::Avx512})
     if (name == isa_name(l)) return l;
-  throw Error("ISA level '" + name + "' is not one of ref, scalar, avx2, avx512");
+  throw Error("ISA level (--isa / RINGTRAIN_ISA) '" + name + "' is not one of ref, scalar, avx2, avx512");
 }
 
 const KernelTable& reference_kernels() {
@@ -63,8 +64,35 @@ const KernelTable& kernels_for(IsaLevel level) {
   check(int(level) <= int(detect_isa()),
         std::string("ISA level '") + isa_name(level) + "' is not supported by this CPU (best: " +
             isa_name(detect_isa()) + ")");
-  // Fast levels are registered by the ops/cpu kernels (issue: fast operators); until then every
-  // level runs the reference.
+  // Each fast table is filled on first use, by its own ISA's translation unit (ops/cpu/kernels_*.cpp).
+  static const KernelTable scalar = [] {
+    KernelTable t;
+    t.level = IsaLevel::Scalar;
+    cpu::fill_scalar(t);
+    return t;
+  }();
+  switch (level) {
+    case IsaLevel::Ref: return reference_kernels();
+    case IsaLevel::Scalar: return scalar;
+    case IsaLevel::Avx2: {
+      static const KernelTable avx2 = [] {
+        KernelTable t;
+        t.level = IsaLevel::Avx2;
+        cpu::fill_avx2(t);
+        return t;
+      }();
+      return avx2;
+    }
+    case IsaLevel::Avx512: {
+      static const KernelTable avx512 = [] {
+        KernelTable t;
+        t.level = IsaLevel::Avx512;
+        cpu::fill_avx512(t);
+        return t;
+      }();
+      return avx512;
+    }
+  }
   return reference_kernels();
 }
 

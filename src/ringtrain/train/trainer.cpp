@@ -45,25 +45,23 @@ Trainer::Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelT
   check(config.epochs > 0, "--epochs must be positive, got " + std::to_string(config.epochs));
   check(config.lr > 0, "--lr must be positive");
   optimizer_ = make_optimizer(config, model.params().size());
-  const int64_t input = shape_numel(model.input_shape());
   model_.reserve(config.batch_size);
-  x_.resize(std::size_t(config.batch_size) * input);
   dlogits_.resize(std::size_t(config.batch_size) * model.num_classes());
   probs_.resize(std::size_t(config.batch_size) * model.num_classes());
-  labels_.resize(std::size_t(config.batch_size));
 }
 
-float Trainer::step(const data::Split& split, const int64_t* indices, int N) {
-  const int64_t pixels = int64_t(split.rows) * split.cols;
-  for (int n = 0; n < N; ++n) {
-    normalize_pixels(x_.data() + n * pixels, split.image(indices[n]), pixels);
-    labels_[n] = split.labels[indices[n]];
-  }
-  const int K = model_.num_classes();
-  const float* logits = model_.forward(kernels_, x_.data(), N);
-  float loss = kernels_.softmax_xent_forward(probs_.data(), logits, labels_.data(), N, K);
-  kernels_.softmax_xent_backward(dlogits_.data(), probs_.data(), labels_.data(), N, K, 1.0f / float(N));
-  model_.backward(kernels_, x_.data(), dlogits_.data(), N);
+std::vector<int64_t> Trainer::epoch_indices(int64_t dataset_size, int epoch) const {
+  // Per-epoch shuffle from seed + epoch: the same order on every run with the same seed.
+  Rng rng(config_.seed + uint64_t(epoch), 0x5eed5eedULL);
+  return random_permutation(dataset_size, rng);
+}
+
+float Trainer::step(const data::Batch& batch) {
+  const int N = batch.N, K = model_.num_classes();
+  const float* logits = model_.forward(kernels_, batch.x, N);
+  float loss = kernels_.softmax_xent_forward(probs_.data(), logits, batch.labels, N, K);
+  kernels_.softmax_xent_backward(dlogits_.data(), probs_.data(), batch.labels, N, K, 1.0f / float(N));
+  model_.backward(kernels_, batch.x, dlogits_.data(), N);
   // Average gradients over the data-parallel world (every rank has the same N).
   if (comm_.size() > 1) {
     nn::ParameterSet& p = model_.params();
@@ -80,16 +78,14 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
   check(int64_t(train_split.rows) * train_split.cols == input,
         "training images are " + std::to_string(train_split.rows) + "x" + std::to_string(train_split.cols) +
             ", the model expects " + shape_str(model_.input_shape()));
-  const int B = config_.batch_size;
-  const int64_t steps_per_epoch = (train_split.count + B - 1) / B;
+  data::BatchLoader loader(train_split, config_.batch_size, config_.workers, config_.prefetch);
   TrainResult result;
   double train_seconds = 0.0;
   int64_t samples_seen = 0;
 
   for (int epoch = 0; epoch < config_.epochs; ++epoch) {
-    // Per-epoch shuffle from seed + epoch: the same order on every run with the same seed.
-    Rng rng(config_.seed + uint64_t(epoch), 0x5eed5eedULL);
-    std::vector<int64_t> order = random_permutation(train_split.count, rng);
+    loader.start_epoch(epoch_indices(train_split.count, epoch));
+    const int64_t steps_per_epoch = loader.batches_in_epoch();
     const auto epoch_start = Clock::now();
     auto window_start = epoch_start;
     int64_t window_samples = 0;
@@ -97,9 +93,9 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
     int64_t loss_count = 0;
 
     for (int64_t b = 0; b < steps_per_epoch; ++b) {
-      const int64_t first = b * B;
-      const int N = int(std::min<int64_t>(B, train_split.count - first));
-      float loss = step(train_split, order.data() + first, N);
+      const data::Batch batch = loader.next();
+      const int N = batch.N;
+      float loss = step(batch);
       check(std::isfinite(loss), "training diverged: loss is " + std::to_string(loss) + " at epoch " +
                                      std::to_string(epoch + 1) + " batch " + std::to_string(b + 1));
       ++result.steps;
@@ -132,6 +128,7 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
     if (last) break;
   }
   result.train_seconds = train_seconds;
+  result.data_wait_fraction = train_seconds > 0 ? loader.wait_seconds() / train_seconds : 0.0;
   result.samples_per_second = train_seconds > 0 ? samples_seen * comm_.size() / train_seconds : 0.0;
   return result;
 }

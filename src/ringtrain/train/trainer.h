@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ringtrain/data/dataset.h"
+#include "ringtrain/data/loader.h"
 #include "ringtrain/dist/communicator.h"
 #include "ringtrain/nn/model.h"
 #include "ringtrain/ops/kernels.h"
@@ -28,6 +29,8 @@ struct TrainConfig {
   int log_every = 100;            // batches between log lines (0: never)
   int64_t max_steps = 0;          // stop after this many steps in total (0: no limit)
   bool eval_each_epoch = true;
+  int workers = 1;                // loader threads preparing batches ahead (0: on the step's thread)
+  int prefetch = 4;               // batches prepared ahead
 };
 
 struct TrainResult {
@@ -36,6 +39,7 @@ struct TrainResult {
   EvalResult test;
   double train_seconds = 0.0;
   double samples_per_second = 0.0;  // global training samples per second (all ranks)
+  double data_wait_fraction = 0.0;  // share of training time the step waited for a batch
 };
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& config, std::size_t n);
@@ -50,8 +54,10 @@ class Trainer {
   optim::Optimizer& optimizer() { return *optimizer_; }
 
  private:
-  // One step on the batch of sample indices [first, first+N) of `order`; returns the batch loss.
-  float step(const data::Split& split, const int64_t* indices, int N);
+  // One step on a prepared batch; returns the batch loss.
+  float step(const data::Batch& batch);
+  // This rank's sample indices for an epoch, in the order they are trained on.
+  std::vector<int64_t> epoch_indices(int64_t dataset_size, int epoch) const;
   bool is_logger() const { return comm_.rank() == 0; }
 
   TrainConfig config_;
@@ -60,8 +66,7 @@ class Trainer {
   dist::Communicator& comm_;
   std::ostream& log_;
   std::unique_ptr<optim::Optimizer> optimizer_;
-  AlignedBuffer<float> x_, dlogits_, probs_;
-  AlignedBuffer<uint8_t> labels_;
+  AlignedBuffer<float> dlogits_, probs_;
 };
 
 }  // namespace ringtrain::train
