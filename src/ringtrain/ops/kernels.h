@@ -2,12 +2,14 @@
 // Layers call ops only through a KernelTable, never a specific implementation, so the reference,
 // scalar, AVX2 and AVX-512 builds are interchangeable (and tests can run every one of them).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "ringtrain/ops/activation.h"
 #include "ringtrain/ops/conv2d.h"
+#include "ringtrain/ops/conv_pool.h"
 #include "ringtrain/ops/linear.h"
 #include "ringtrain/ops/loss.h"
 #include "ringtrain/ops/pool.h"
@@ -28,6 +30,13 @@ struct KernelTable {
   void (*conv2d_backward_data)(float* dinp, const float* dout, const float* weight, const Conv2dShape& s) = nullptr;
   void (*conv2d_backward_weight)(float* dweight, float* dbias, const float* dout, const float* inp,
                                  const Conv2dShape& s) = nullptr;
+  // Fused conv + bias + ReLU + 2x2 max-pool (conv_pool.h). Null in the reference table: nn::Conv2dReluPool
+  // then composes conv2d, relu and maxpool2d itself. `saved` holds conv2d_relu_pool_saved(s) floats.
+  std::size_t (*conv2d_relu_pool_saved)(const Conv2dShape& s) = nullptr;
+  void (*conv2d_relu_pool_forward)(float* out, float* saved, const float* inp, const float* weight, const float* bias,
+                                   const Conv2dShape& s) = nullptr;
+  void (*conv2d_relu_pool_backward)(float* dinp, float* dweight, float* dbias, const float* dout, const float* saved,
+                                    const float* weight, const Conv2dShape& s) = nullptr;
   void (*maxpool2d_forward)(float* out, uint8_t* argmax, const float* inp, const PoolShape& s) = nullptr;
   void (*maxpool2d_backward)(float* dinp, const float* dout, const uint8_t* argmax, const PoolShape& s) = nullptr;
   void (*relu_forward)(float* out, const float* inp, int64_t n) = nullptr;

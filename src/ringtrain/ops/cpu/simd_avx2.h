@@ -1,0 +1,33 @@
+// 8-lane fp32 vector for the AVX2+FMA kernels (include only from *_avx2.cpp: needs -mavx2 -mfma).
+#pragma once
+#include <immintrin.h>
+
+namespace ringtrain::ops::cpu {
+
+struct VecAvx2 {
+  static constexpr int L = 8;
+  using R = __m256;
+  using M = __m256i;
+  static R zero() { return _mm256_setzero_ps(); }
+  static R set1(float x) { return _mm256_set1_ps(x); }
+  static R load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, R v) { _mm256_storeu_ps(p, v); }
+  static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
+  static R add(R a, R b) { return _mm256_add_ps(a, b); }
+  static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
+  static R select_gt(R x, R y, R a, R b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, y, _CMP_GT_OQ)); }
+  static R select_eq(R x, R y, R a, R b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, y, _CMP_EQ_OQ)); }
+  static float reduce_add(R v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static M mask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static R load_mask(const float* p, M m) { return _mm256_maskload_ps(p, m); }
+  static void store_mask(float* p, R v, M m) { _mm256_maskstore_ps(p, m, v); }
+};
+
+}  // namespace ringtrain::ops::cpu

@@ -1,0 +1,28 @@
+// One-lane "vector" for the scalar kernels: the same algorithms as the SIMD builds, compiled for the
+// x86-64 baseline (the compiler may still use SSE2 on its own).
+#pragma once
+
+namespace ringtrain::ops::cpu {
+
+struct VecScalar {
+  static constexpr int L = 1;
+  using R = float;
+  using M = bool;
+  static R zero() { return 0.0f; }
+  static R set1(float x) { return x; }
+  static R load(const float* p) { return *p; }
+  static void store(float* p, R v) { *p = v; }
+  static R fma(R a, R b, R c) { return a * b + c; }
+  static R add(R a, R b) { return a + b; }
+  static R mul(R a, R b) { return a * b; }
+  static R select_gt(R x, R y, R a, R b) { return x > y ? a : b; }
+  static R select_eq(R x, R y, R a, R b) { return x == y ? a : b; }
+  static float reduce_add(R v) { return v; }
+  static M mask(int n) { return n > 0; }
+  static R load_mask(const float* p, M m) { return m ? *p : 0.0f; }
+  static void store_mask(float* p, R v, M m) {
+    if (m) *p = v;
+  }
+};
+
+}  // namespace ringtrain::ops::cpu
