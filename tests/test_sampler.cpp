@@ -130,6 +130,16 @@ TEST(DistributedSampler, SameEpochSameOrder) {
   EXPECT_EQ(a.indices(), c.indices());
 }
 
+TEST(DistributedSampler, OneRankIsThePermutationOfTheChosenStream) {
+  DistributedSamplerOptions o;
+  o.seed = 3;
+  o.stream = 0x5eed5eedULL;
+  DistributedSampler s(500, 1, 0, o);
+  s.set_epoch(2);
+  Rng rng(5, 0x5eed5eedULL);
+  EXPECT_EQ(s.indices(), random_permutation(500, rng));
+}
+
 TEST(EvalShard, EachSampleExactlyOnce) {
   for (int W : {1, 2, 3, 4})
     for (int64_t N : {0, 1, 2, 10, 11, 2000, 2001}) {

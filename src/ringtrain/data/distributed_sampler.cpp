@@ -24,7 +24,7 @@ std::vector<int64_t> DistributedSampler::global_indices() const {
   const int64_t N = dataset_size_, total = total_size();
   std::vector<int64_t> idx;
   if (opt_.shuffle) {
-    Rng rng(opt_.seed + uint64_t(epoch_));
+    Rng rng(opt_.seed + uint64_t(epoch_), opt_.stream);
     idx = random_permutation(N, rng);
   } else {
     idx.resize(N);

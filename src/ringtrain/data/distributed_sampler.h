@@ -19,6 +19,9 @@ struct DistributedSamplerOptions {
   bool shuffle = true;
   uint64_t seed = 0;
   bool drop_last = false;
+  // The Rng stream the permutations are drawn from (a detail of our generator, not of the semantics):
+  // lets a caller keep the order it used before it became distributed.
+  uint64_t stream = 0x853c49e6748fea9bULL;
 };
 
 class DistributedSampler {
