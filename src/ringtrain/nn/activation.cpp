@@ -10,12 +10,20 @@ Shape ReLU::configure(const Shape& in) {
 }
 
 void ReLU::forward(const ops::KernelTable& k, ParameterSet&, const float* in, float* out, int N) {
-  k.relu_forward(out, in, per_sample_ * N);
+  parallel_run(pool_, [&](int t) {
+    auto [lo, hi] = slice_of(N, threads(), t, 16);
+    if (hi > lo) k.relu_forward(out + lo * per_sample_, in + lo * per_sample_, (hi - lo) * per_sample_);
+  });
 }
 
 void ReLU::backward(const ops::KernelTable& k, ParameterSet&, const float*, const float* out, const float* dout,
                     float* din, int N) {
-  if (din) k.relu_backward(din, dout, out, per_sample_ * N);
+  if (!din) return;
+  parallel_run(pool_, [&](int t) {
+    auto [lo, hi] = slice_of(N, threads(), t, 16);
+    if (hi > lo)
+      k.relu_backward(din + lo * per_sample_, dout + lo * per_sample_, out + lo * per_sample_, (hi - lo) * per_sample_);
+  });
 }
 
 Shape MaxPool2d::configure(const Shape& in) {
@@ -35,12 +43,22 @@ void MaxPool2d::reserve(int max_batch) {
 }
 
 void MaxPool2d::forward(const ops::KernelTable& k, ParameterSet&, const float* in, float* out, int N) {
-  k.maxpool2d_forward(out, argmax_.data(), in, shape(N));
+  const int64_t in_per = in_[0] * in_[1] * in_[2], out_per = in_[0] * (in_[1] / window_) * (in_[2] / window_);
+  parallel_run(pool_, [&](int t) {
+    auto [lo, hi] = slice_of(N, threads(), t, 16);
+    if (hi > lo) k.maxpool2d_forward(out + lo * out_per, argmax_.data() + lo * out_per, in + lo * in_per, shape(hi - lo));
+  });
 }
 
 void MaxPool2d::backward(const ops::KernelTable& k, ParameterSet&, const float*, const float*, const float* dout,
                          float* din, int N) {
-  if (din) k.maxpool2d_backward(din, dout, argmax_.data(), shape(N));
+  if (!din) return;
+  const int64_t in_per = in_[0] * in_[1] * in_[2], out_per = in_[0] * (in_[1] / window_) * (in_[2] / window_);
+  parallel_run(pool_, [&](int t) {
+    auto [lo, hi] = slice_of(N, threads(), t, 16);
+    if (hi > lo)
+      k.maxpool2d_backward(din + lo * in_per, dout + lo * out_per, argmax_.data() + lo * out_per, shape(hi - lo));
+  });
 }
 
 }  // namespace ringtrain::nn

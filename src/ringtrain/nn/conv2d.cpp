@@ -34,14 +34,39 @@ ops::Conv2dShape Conv2d::shape(int N) const {
   return s;
 }
 
+void Conv2d::reserve(int max_batch) {
+  partials_.reserve(threads(), {std::size_t(shape_.K) * shape_.C * shape_.R * shape_.S, std::size_t(shape_.K)});
+}
+
 void Conv2d::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
-  k.conv2d_forward(out, in, p.param(param_indices_[0]), p.param(param_indices_[1]), shape(N));
+  const std::size_t in_per = std::size_t(shape_.C) * shape_.H * shape_.W;
+  const std::size_t out_per = std::size_t(shape_.K) * shape_.P() * shape_.Q();
+  parallel_run(pool_, [&](int t) {
+    auto [lo, hi] = slice_of(N, threads(), t, 16);
+    if (hi > lo)
+      k.conv2d_forward(out + lo * out_per, in + lo * in_per, p.param(param_indices_[0]), p.param(param_indices_[1]),
+                       shape(hi - lo));
+  });
 }
 
 void Conv2d::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
                       const float* dout, float* din, int N) {
-  k.conv2d_backward_weight(p.grad(param_indices_[0]), p.grad(param_indices_[1]), dout, in, shape(N));
-  if (din) k.conv2d_backward_data(din, dout, p.param(param_indices_[0]), shape(N));
+  const std::size_t in_per = std::size_t(shape_.C) * shape_.H * shape_.W;
+  const std::size_t out_per = std::size_t(shape_.K) * shape_.P() * shape_.Q();
+  float* dweight = p.grad(param_indices_[0]);
+  float* dbias = p.grad(param_indices_[1]);
+  parallel_run(pool_, [&](int t) {
+    auto [lo, hi] = slice_of(N, threads(), t, 16);
+    if (hi == lo) {
+      partials_.zero_slot(t, 0, dweight);
+      partials_.zero_slot(t, 1, dbias);
+      return;
+    }
+    k.conv2d_backward_weight(partials_.slot(t, 0, dweight), partials_.slot(t, 1, dbias), dout + lo * out_per,
+                             in + lo * in_per, shape(hi - lo));
+    if (din) k.conv2d_backward_data(din + lo * in_per, dout + lo * out_per, p.param(param_indices_[0]), shape(hi - lo));
+  });
+  partials_.reduce(pool_, {dweight, dbias});
 }
 
 }  // namespace ringtrain::nn

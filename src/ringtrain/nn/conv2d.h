@@ -1,6 +1,8 @@
 // Conv2d layer: weight [K,C,R,S] and bias [K], stride and zero padding (PyTorch's nn.Conv2d).
+// The batch is split across the layer's threads; weight gradients are reduced in slice order.
 #pragma once
 #include "ringtrain/nn/layer.h"
+#include "ringtrain/nn/partials.h"
 
 namespace ringtrain::nn {
 
@@ -9,6 +11,7 @@ class Conv2d : public Layer {
   Conv2d(std::string name, int in_channels, int out_channels, int kernel, int stride = 1, int pad = 0);
   void declare(ParameterSet& params) override;
   Shape configure(const Shape& in) override;
+  void reserve(int max_batch) override;
   void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) override;
   void backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
                 float* din, int N) override;
@@ -16,6 +19,7 @@ class Conv2d : public Layer {
 
  private:
   ops::Conv2dShape shape_;
+  GradPartials partials_;
 };
 
 }  // namespace ringtrain::nn

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ringtrain/core/tensor.h"
+#include "ringtrain/core/thread_pool.h"
 #include "ringtrain/nn/parameters.h"
 #include "ringtrain/ops/kernels.h"
 
@@ -30,8 +31,12 @@ class Layer {
                         const float* dout, float* din, int N) = 0;
   // Indices into the ParameterSet of the parameters this layer owns.
   const std::vector<int>& param_indices() const { return param_indices_; }
+  // Threads that split this layer's batch (Model::set_threads; call reserve afterwards). Null: the caller's.
+  void set_thread_pool(ThreadPool* pool) { pool_ = pool; }
 
  protected:
+  int threads() const { return pool_ ? pool_->size() : 1; }
+  ThreadPool* pool_ = nullptr;
   std::string name_;
   std::vector<int> param_indices_;
 };

@@ -18,15 +18,36 @@ Shape Linear::configure(const Shape& in) {
   return {out_features_};
 }
 
+void Linear::reserve(int max_batch) {
+  partials_.reserve(threads(), {std::size_t(out_features_) * in_features_, std::size_t(out_features_)});
+}
+
 void Linear::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
-  k.linear_forward(out, in, p.param(param_indices_[0]), p.param(param_indices_[1]),
-                   {N, in_features_, out_features_});
+  parallel_run(pool_, [&](int t) {
+    auto [lo, hi] = slice_of(N, threads(), t, 16);
+    if (hi > lo)
+      k.linear_forward(out + std::size_t(lo) * out_features_, in + std::size_t(lo) * in_features_,
+                       p.param(param_indices_[0]), p.param(param_indices_[1]), {hi - lo, in_features_, out_features_});
+  });
 }
 
 void Linear::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
                       const float* dout, float* din, int N) {
-  k.linear_backward(din, p.grad(param_indices_[0]), p.grad(param_indices_[1]), dout, in,
-                    p.param(param_indices_[0]), {N, in_features_, out_features_});
+  float* dweight = p.grad(param_indices_[0]);
+  float* dbias = p.grad(param_indices_[1]);
+  parallel_run(pool_, [&](int t) {
+    auto [lo, hi] = slice_of(N, threads(), t, 16);
+    if (hi == lo) {
+      partials_.zero_slot(t, 0, dweight);
+      partials_.zero_slot(t, 1, dbias);
+      return;
+    }
+    k.linear_backward(din ? din + std::size_t(lo) * in_features_ : nullptr, partials_.slot(t, 0, dweight),
+                      partials_.slot(t, 1, dbias), dout + std::size_t(lo) * out_features_,
+                      in + std::size_t(lo) * in_features_, p.param(param_indices_[0]),
+                      {hi - lo, in_features_, out_features_});
+  });
+  partials_.reduce(pool_, {dweight, dbias});
 }
 
 }  // namespace ringtrain::nn

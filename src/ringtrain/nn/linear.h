@@ -1,7 +1,9 @@
 // Linear layer: weight [O,I], bias [O] (PyTorch's nn.Linear). Flattens its input, so it follows a
-// convolution directly (PyTorch's torch.flatten(x, 1) order: C, then H, then W).
+// convolution directly (PyTorch's torch.flatten(x, 1) order: C, then H, then W). The batch is split
+// across the layer's threads; weight gradients are reduced in slice order.
 #pragma once
 #include "ringtrain/nn/layer.h"
+#include "ringtrain/nn/partials.h"
 
 namespace ringtrain::nn {
 
@@ -10,12 +12,14 @@ class Linear : public Layer {
   Linear(std::string name, int in_features, int out_features);
   void declare(ParameterSet& params) override;
   Shape configure(const Shape& in) override;
+  void reserve(int max_batch) override;
   void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) override;
   void backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
                 float* din, int N) override;
 
  private:
   int in_features_, out_features_;
+  GradPartials partials_;
 };
 
 }  // namespace ringtrain::nn

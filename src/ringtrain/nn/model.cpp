@@ -44,9 +44,20 @@ void Model::reserve(int max_batch) {
   grad_b_.resize(std::size_t(max_batch) * largest);
 }
 
+void Model::set_threads(int threads) {
+  check(threads >= 1, "model: thread count must be at least 1, got " + std::to_string(threads));
+  if (threads == this->threads()) return;
+  pool_ = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
+  for (auto& layer : layers_) layer->set_thread_pool(pool_.get());
+  const int batch = max_batch_;
+  max_batch_ = 0;
+  if (batch > 0) reserve(batch);
+}
+
 const float* Model::forward(const ops::KernelTable& k, const float* x, int N) {
-  check(N > 0 && N <= max_batch_, "model: batch of " + std::to_string(N) + " exceeds the reserved " +
-                                      std::to_string(max_batch_));
+  // (no check(): its message would be built, i.e. allocated, on every step)
+  if (N <= 0 || N > max_batch_)
+    throw Error("model: batch of " + std::to_string(N) + " exceeds the reserved " + std::to_string(max_batch_));
   const float* in = x;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     layers_[i]->forward(k, params_, in, acts_[i].data(), N);

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "ringtrain/core/aligned.h"
+#include "ringtrain/core/thread_pool.h"
 #include "ringtrain/nn/layer.h"
 
 namespace ringtrain::nn {
@@ -19,6 +20,11 @@ class Model {
   void init_parameters(uint64_t seed);
   // Sizes activation buffers for batches of up to max_batch samples (no-op if already large enough).
   void reserve(int max_batch);
+  // Splits every layer's batch across `threads` threads of one pool owned by the model (the caller
+  // is thread 0, so threads - 1 workers start). 1 (the default) runs everything on the caller.
+  // May be called at any time between steps; re-sizes the per-thread workspaces for the reserved batch.
+  void set_threads(int threads);
+  int threads() const { return pool_ ? pool_->size() : 1; }
 
   // Runs the layers on x [N, input...]; returns the logits [N, num_classes()].
   const float* forward(const ops::KernelTable& k, const float* x, int N);
@@ -43,6 +49,7 @@ class Model {
   std::vector<AlignedBuffer<float>> acts_;    // acts_[i]: output of layer i
   AlignedBuffer<float> grad_a_, grad_b_;      // ping-pong buffers for activation gradients
   int max_batch_ = 0;
+  std::unique_ptr<ThreadPool> pool_;
 };
 
 }  // namespace ringtrain::nn

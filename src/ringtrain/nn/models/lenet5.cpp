@@ -2,18 +2,17 @@
 
 #include "ringtrain/nn/activation.h"
 #include "ringtrain/nn/conv2d.h"
+#include "ringtrain/nn/conv_relu_pool.h"
 #include "ringtrain/nn/linear.h"
 
 namespace ringtrain::nn {
 
 std::unique_ptr<Model> make_lenet5() {
   LayerList layers;
-  layers.push_back(std::make_unique<Conv2d>("conv1", 1, 6, 5, 1, 2));
-  layers.push_back(std::make_unique<ReLU>("relu1"));
-  layers.push_back(std::make_unique<MaxPool2d>("pool1", 2));
-  layers.push_back(std::make_unique<Conv2d>("conv2", 6, 16, 5, 1, 0));
-  layers.push_back(std::make_unique<ReLU>("relu2"));
-  layers.push_back(std::make_unique<MaxPool2d>("pool2", 2));
+  // conv -> ReLU -> max-pool as one fused layer each (nn/conv_relu_pool.h): same parameters and names
+  // as Conv2d, one pass over memory with the fast kernels, the reference composition with ref kernels.
+  layers.push_back(std::make_unique<Conv2dReluPool>("conv1", 1, 6, 5, 1, 2));
+  layers.push_back(std::make_unique<Conv2dReluPool>("conv2", 6, 16, 5, 1, 0));
   layers.push_back(std::make_unique<Linear>("fc1", 400, 120));
   layers.push_back(std::make_unique<ReLU>("relu3"));
   layers.push_back(std::make_unique<Linear>("fc2", 120, 84));
