@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <exception>
 
 #include "ringtrain/core/error.h"
 
@@ -51,6 +52,9 @@ MpiSession::MpiSession(int* argc, char*** argv) {
 }
 
 MpiSession::~MpiSession() {
+  // Unwinding an error: MPI_Finalize could wait forever for ranks that did not fail. Leave without it;
+  // the caller prints the error and exits non-zero, and mpirun then ends the whole job.
+  if (std::uncaught_exceptions() > 0) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (owns_ && !finalized) MPI_Finalize();
