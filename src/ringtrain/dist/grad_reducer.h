@@ -31,7 +31,7 @@ namespace ringtrain::dist {
 
 struct GradReducerOptions {
   // A bucket is closed once it holds at least this many bytes. 25 KiB cuts LeNet-5's 61,706 gradients
-  // into 3 buckets: {fc3, fc2} (44 KiB), {fc1} (188 KiB), {conv2, conv1} (10 KiB).
+  // into 3 buckets: {fc3, fc2} (43 KiB), {fc1} (188 KiB), {conv2, conv1} (10 KiB).
   std::size_t bucket_bytes = std::size_t(25) << 10;
   bool overlap = true;
 };
