@@ -22,6 +22,9 @@ std::string temp_dir() {
     std::filesystem::create_directories(d);
     return d.string();
   }();
+  static const struct Cleanup {
+    ~Cleanup() { std::filesystem::remove_all(dir); }
+  } cleanup;
   return dir;
 }
 
