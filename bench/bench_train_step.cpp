@@ -1,0 +1,112 @@
+// One LeNet-5 training step (forward, softmax cross-entropy, backward, Adam) on synthetic MNIST-shaped
+// data, timed: ringtrain's side of bench/compare_torch.sh, without data loading or the CLI.
+//
+//   bench_train_step [--batch 256] [--threads 1] [--isa avx512] [--steps 200] [--repeats 5]
+//
+// Prints samples/s as the median over `repeats` timed runs of `steps` steps each (after warm-up
+// steps), and the whole-step GFLOP/s from the nominal 2.26 MFLOP per sample (bench_ops times each op).
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ringtrain/core/rng.h"
+#include "ringtrain/nn/models/lenet5.h"
+#include "ringtrain/ops/kernels.h"
+#include "ringtrain/optim/optimizer.h"
+
+using namespace ringtrain;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Multiply-adds of one LeNet-5 training step per sample, x2 for FLOP (DESIGN.md / issue 3: 2.26 MFLOP).
+double lenet_flop_per_sample() {
+  const double conv1 = 6.0 * 28 * 28 * 25, conv2 = 16.0 * 10 * 10 * 150;
+  const double fc = 400.0 * 120 + 120.0 * 84 + 84.0 * 10;
+  // forward + backward-weight for conv1 (no input gradient), three passes for the rest.
+  return 2.0 * (2 * conv1 + 3 * conv2 + 3 * fc);
+}
+
+double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+int arg_int(int argc, char** argv, const char* name, int def) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
+  return def;
+}
+const char* arg_str(int argc, char** argv, const char* name, const char* def) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  return def;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int batch = arg_int(argc, argv, "--batch", 256);
+  const int threads = arg_int(argc, argv, "--threads", 1);
+  const int steps = arg_int(argc, argv, "--steps", std::max(20, 50000 / batch));
+  const int repeats = arg_int(argc, argv, "--repeats", 5);
+  const ops::IsaLevel level = ops::parse_isa(arg_str(argc, argv, "--isa", ops::isa_name(ops::default_isa())));
+  const ops::KernelTable& k = ops::kernels_for(level);
+
+  // 8 batches of noise in [0, 1) with random labels, cycled (the data's values do not change the work).
+  const int nbatches = 8;
+  Rng rng(1);
+  std::vector<float> x(std::size_t(nbatches) * batch * 784);
+  std::vector<uint8_t> y(std::size_t(nbatches) * batch);
+  for (auto& v : x) v = rng.uniform();
+  for (auto& l : y) l = uint8_t(rng.below(10));
+
+  auto model = nn::make_lenet5();
+  model->init_parameters(0);
+  model->set_threads(threads);
+  model->reserve(batch);
+  optim::Adam adam(model->params().size(), {});
+  std::vector<float> probs(std::size_t(batch) * 10), dlogits(probs.size());
+  int cursor = 0;
+  float last_loss = 0.0f;
+  auto step = [&] {
+    const float* xb = x.data() + std::size_t(cursor) * batch * 784;
+    const uint8_t* yb = y.data() + std::size_t(cursor) * batch;
+    cursor = (cursor + 1) % nbatches;
+    const float* logits = model->forward(k, xb, batch);
+    last_loss = k.softmax_xent_forward(probs.data(), logits, yb, batch, 10);
+    k.softmax_xent_backward(dlogits.data(), probs.data(), yb, batch, 10, 1.0f / float(batch));
+    model->backward(k, xb, dlogits.data(), batch);
+    adam.step(model->params().params(), model->params().grads());
+  };
+
+  for (int i = 0; i < std::max(3, steps / 10); ++i) step();  // warm-up: scratch sized, caches and pool warm
+  std::vector<double> rates, cpu_rates;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = Clock::now();
+    const double c0 = process_cpu_seconds();
+    for (int i = 0; i < steps; ++i) step();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    rates.push_back(double(steps) * batch / s);
+    cpu_rates.push_back(double(steps) * batch / (process_cpu_seconds() - c0));
+  }
+  std::sort(rates.begin(), rates.end());
+  std::sort(cpu_rates.begin(), cpu_rates.end());
+  const double median = rates[rates.size() / 2];
+  std::printf("ringtrain lenet5 isa=%s threads=%d batch=%d steps=%d repeats=%d: %.0f samples/s (median; min %.0f, max %.0f), "
+              "%.1f GFLOP/s, loss %.4f\n",
+              ops::isa_name(level), threads, batch, steps, repeats, median, rates.front(), rates.back(),
+              median * lenet_flop_per_sample() * 1e-9, last_loss);
+  // Per second of CPU time used by the process (all its threads): on a shared machine, what the step
+  // costs when it does get a core. Equals the figure above on a quiet machine with --threads 1.
+  std::printf("  per CPU-second: %.0f samples/s (median), %.1f GFLOP/s per core busy\n", cpu_rates[cpu_rates.size() / 2],
+              cpu_rates[cpu_rates.size() / 2] * lenet_flop_per_sample() * 1e-9);
+
+  return 0;
+}

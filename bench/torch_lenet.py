@@ -1,0 +1,95 @@
+#!/usr/bin/python3
+"""PyTorch's side of bench/compare_torch.sh: LeNet-5 exactly as ringtrain's (DESIGN.md), Adam (lr 1e-3),
+softmax cross-entropy, synthetic MNIST-shaped batches (uint8-range pixels scaled to [0,1), random labels),
+one thread. Prints samples/s (median of --repeats timed runs of --steps steps, after warm-up) and which
+BLAS library torch actually loaded.
+
+Run with Debian's interpreter, which has python3-torch: /usr/bin/python3 bench/torch_lenet.py --batch 256
+"""
+import argparse
+import os
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class LeNet5(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1 = nn.Linear(400, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = torch.flatten(x, 1)
+        x = F.relu(self.fc1(x))
+        x = F.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+def loaded_blas():
+    """The BLAS/LAPACK shared objects mapped into this process (after torch has used them)."""
+    libs = set()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1] if len(line.split()) >= 6 else ""
+            if "blas" in path or "lapack" in path:
+                libs.add(os.path.realpath(path))
+    return sorted(libs) or ["(none mapped)"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=0, help="steps per timed run (default: ~50k samples)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    steps = args.steps or max(20, 50000 // args.batch)
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    model = LeNet5()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    nbatches = 8
+    xs = torch.randint(0, 256, (nbatches, args.batch, 1, 28, 28), dtype=torch.uint8).float().div_(255.0)
+    ys = torch.randint(0, 10, (nbatches, args.batch))
+
+    cursor = 0
+    loss = None
+
+    def step():
+        nonlocal cursor, loss
+        x, y = xs[cursor], ys[cursor]
+        cursor = (cursor + 1) % nbatches
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    for _ in range(max(3, steps // 10)):
+        step()
+    rates, cpu_rates = [], []
+    for _ in range(args.repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(steps):
+            step()
+        rates.append(steps * args.batch / (time.perf_counter() - t0))
+        cpu_rates.append(steps * args.batch / (time.process_time() - c0))
+    med = statistics.median(rates)
+    print(f"torch {torch.__version__} lenet5 threads={torch.get_num_threads()} batch={args.batch} steps={steps} "
+          f"repeats={args.repeats}: {med:.0f} samples/s (median; min {min(rates):.0f}, max {max(rates):.0f}), "
+          f"loss {loss.item():.4f}")
+    print(f"  per CPU-second: {statistics.median(cpu_rates):.0f} samples/s (median)")
+    print(f"  BLAS loaded: {', '.join(loaded_blas())}")
+
+
+if __name__ == "__main__":
+    main()
