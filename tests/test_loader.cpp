@@ -96,3 +96,46 @@ TEST(Loader, RejectsBadIndicesAndOptions) {
 
 }  // namespace
 }  // namespace ringtrain::data
+
+namespace ringtrain::data {
+namespace {
+
+TEST(Loader, ShiftAugmentationMovesPixelsAndDependsOnlyOnSeedEpochAndIndex) {
+  Split split;
+  split.count = 50;
+  split.rows = split.cols = 8;
+  split.images.assign(50 * 64, 0);
+  split.labels.assign(50, 1);
+  for (int i = 0; i < 50; ++i) split.images[i * 64 + 4 * 8 + 4] = 255;  // one bright pixel at (4,4)
+  std::vector<int64_t> order(50);
+  std::iota(order.begin(), order.end(), 0);
+  auto positions = [&](int workers, int64_t epoch) {
+    BatchLoader loader(split, 7, workers, 3, Augment{2, 99});
+    loader.start_epoch(order, 0, epoch);
+    std::vector<int> at;
+    for (Batch b = loader.next(); b.N; b = loader.next())
+      for (int n = 0; n < b.N; ++n) {
+        int found = -1;
+        for (int k = 0; k < 64; ++k)
+          if (b.x[n * 64 + k] == 1.0f) found = k;
+        at.push_back(found);
+      }
+    return at;
+  };
+  std::vector<int> a = positions(0, 0), b = positions(3, 0), c = positions(1, 1);
+  EXPECT_EQ(a, b) << "the shift depends on the number of workers";
+  EXPECT_NE(a, c) << "the shift does not change between epochs";
+  bool moved = false;
+  for (int k : a) {
+    ASSERT_GE(k, 0) << "a shift of at most 2 px lost the pixel";
+    const int y = k / 8, x = k % 8;
+    EXPECT_LE(std::abs(y - 4), 2);
+    EXPECT_LE(std::abs(x - 4), 2);
+    moved = moved || k != 4 * 8 + 4;
+  }
+  EXPECT_TRUE(moved);
+  EXPECT_THROW(BatchLoader(split, 7, 1, 3, Augment{8, 0}), Error);
+}
+
+}  // namespace
+}  // namespace ringtrain::data

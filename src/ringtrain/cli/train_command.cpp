@@ -34,6 +34,7 @@ Options train_options() {
   o.add("max-steps", "0", "stop after this many steps (0: run all epochs)");
   o.add("workers", "1", "loader threads preparing batches ahead of the step (0: prepare on the step's thread)");
   o.add("prefetch", "4", "batches the loader prepares ahead");
+  o.add("augment-shift", "0", "shift each training sample by a random whole number of pixels up to this, per axis");
   o.add("isa", "auto", "kernels: auto | ref | scalar | avx2 | avx512 (also env RINGTRAIN_ISA)");
   o.add("save", "", "write the final weights to this safetensors checkpoint");
   o.add("init-from", "", "start from the weights of this checkpoint instead of a fresh initialisation");
@@ -58,6 +59,7 @@ int train_command(int argc, char** argv, int first) {
   config.max_steps = opt.integer("max-steps");
   config.workers = int(opt.integer("workers"));
   config.prefetch = int(opt.integer("prefetch"));
+  config.augment_shift = int(opt.integer("augment-shift"));
   // Nonsense options are refused before any work starts.
   check(config.epochs > 0, "--epochs must be at least 1, got " + opt.str("epochs"));
   check(config.batch_size > 0 && config.batch_size <= 65536,

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "ringtrain/core/error.h"
+#include "ringtrain/core/rng.h"
 
 namespace ringtrain::data {
 
@@ -16,8 +17,10 @@ void unlock_pages(const void* p, std::size_t bytes) {
 }
 }  // namespace
 
-BatchLoader::BatchLoader(const Split& split, int batch_size, int workers, int prefetch)
-    : split_(split), batch_size_(batch_size), pixels_(int64_t(split.rows) * split.cols) {
+BatchLoader::BatchLoader(const Split& split, int batch_size, int workers, int prefetch, Augment augment)
+    : split_(split), batch_size_(batch_size), pixels_(int64_t(split.rows) * split.cols), augment_(augment) {
+  check(augment.max_shift >= 0 && augment.max_shift < std::min(split.rows, split.cols),
+        "--augment-shift must be between 0 and the image size");
   check(batch_size > 0, "loader: batch size must be positive");
   check(workers >= 0 && workers <= 64, "--workers must be between 0 and 64, got " + std::to_string(workers));
   check(prefetch >= 1 && prefetch <= 1024, "--prefetch must be between 1 and 1024, got " + std::to_string(prefetch));
@@ -57,7 +60,7 @@ int64_t BatchLoader::batches_in_epoch() const {
   return (int64_t(indices_.size()) + batch_size_ - 1) / batch_size_;
 }
 
-void BatchLoader::start_epoch(std::vector<int64_t> indices, int64_t first_batch) {
+void BatchLoader::start_epoch(std::vector<int64_t> indices, int64_t first_batch, int64_t epoch) {
   for (int64_t i : indices)
     check(i >= 0 && i < split_.count, "loader: sample index " + std::to_string(i) + " is outside the split");
   std::unique_lock<std::mutex> lock(mutex_);
@@ -66,6 +69,7 @@ void BatchLoader::start_epoch(std::vector<int64_t> indices, int64_t first_batch)
   idle_cv_.wait(lock, [&] { return busy_ == 0; });
   paused_ = false;
   indices_ = std::move(indices);
+  epoch_ = epoch;
   first_batch_ = first_batch;
   next_to_fill_ = first_batch;
   next_to_take_ = first_batch;
@@ -82,7 +86,19 @@ void BatchLoader::fill(Slot& slot, int64_t batch) {
     const int64_t index = indices_[begin + n];
     const uint8_t* px = split_.image(index);
     float* dst = slot.x.data() + int64_t(n) * pixels_;
-    for (int64_t k = 0; k < pixels_; ++k) dst[k] = float(px[k]) * kScale;
+    if (augment_.max_shift == 0) {
+      for (int64_t k = 0; k < pixels_; ++k) dst[k] = float(px[k]) * kScale;
+    } else {
+      Rng rng(mix64(augment_.seed ^ mix64(uint64_t(epoch_) * 0x100000000ULL + uint64_t(index))));
+      const int span = 2 * augment_.max_shift + 1;
+      const int dy = int(rng.below(span)) - augment_.max_shift, dx = int(rng.below(span)) - augment_.max_shift;
+      const int rows = split_.rows, cols = split_.cols;
+      for (int y = 0; y < rows; ++y)
+        for (int x = 0; x < cols; ++x) {
+          const int sy = y - dy, sx = x - dx;
+          dst[y * cols + x] = (sy >= 0 && sy < rows && sx >= 0 && sx < cols) ? float(px[sy * cols + sx]) * kScale : 0.0f;
+        }
+    }
     slot.labels[n] = split_.labels[index];
     slot.indices[n] = index;
   }

@@ -23,17 +23,26 @@ struct Batch {
   int N = 0;
 };
 
+// On-the-fly augmentation: each training sample moved by a random whole-pixel shift in
+// [-max_shift, max_shift] on each axis (zero fill). The shift is a function of (seed, epoch, sample
+// index) only, so it does not depend on the number of workers, ranks or where a run was resumed.
+struct Augment {
+  int max_shift = 0;  // 0: off
+  uint64_t seed = 0;
+};
+
 class BatchLoader {
  public:
   // workers == 0: batches are prepared on the calling thread when asked for (no prefetch).
-  BatchLoader(const Split& split, int batch_size, int workers = 1, int prefetch = 4);
+  BatchLoader(const Split& split, int batch_size, int workers = 1, int prefetch = 4, Augment augment = {});
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
 
   // Starts an epoch over `indices` (this rank's samples, in order); batches are consecutive runs of
   // batch_size indices, the last one possibly shorter. Any batches of the previous epoch are dropped.
-  void start_epoch(std::vector<int64_t> indices, int64_t first_batch = 0);
+  // `epoch` only seeds the augmentation.
+  void start_epoch(std::vector<int64_t> indices, int64_t first_batch = 0, int64_t epoch = 0);
   // The next batch of the epoch, or a batch with N == 0 at its end. The batch stays valid until the
   // next call to next() or start_epoch().
   Batch next();
@@ -59,6 +68,8 @@ class BatchLoader {
   const Split& split_;
   const int batch_size_;
   const int64_t pixels_;
+  const Augment augment_;
+  int64_t epoch_ = 0;
   std::vector<int64_t> indices_;
   std::vector<Slot> slots_;
   int64_t first_batch_ = 0;

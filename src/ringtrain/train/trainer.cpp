@@ -78,13 +78,14 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
   check(int64_t(train_split.rows) * train_split.cols == input,
         "training images are " + std::to_string(train_split.rows) + "x" + std::to_string(train_split.cols) +
             ", the model expects " + shape_str(model_.input_shape()));
-  data::BatchLoader loader(train_split, config_.batch_size, config_.workers, config_.prefetch);
+  data::BatchLoader loader(train_split, config_.batch_size, config_.workers, config_.prefetch,
+                           {config_.augment_shift, config_.seed});
   TrainResult result;
   double train_seconds = 0.0;
   int64_t samples_seen = 0;
 
   for (int epoch = 0; epoch < config_.epochs; ++epoch) {
-    loader.start_epoch(epoch_indices(train_split.count, epoch));
+    loader.start_epoch(epoch_indices(train_split.count, epoch), 0, epoch);
     const int64_t steps_per_epoch = loader.batches_in_epoch();
     const auto epoch_start = Clock::now();
     auto window_start = epoch_start;

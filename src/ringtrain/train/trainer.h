@@ -31,6 +31,7 @@ struct TrainConfig {
   bool eval_each_epoch = true;
   int workers = 1;                // loader threads preparing batches ahead (0: on the step's thread)
   int prefetch = 4;               // batches prepared ahead
+  int augment_shift = 0;          // random shift of training samples, pixels (0: none)
 };
 
 struct TrainResult {
