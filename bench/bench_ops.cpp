@@ -222,8 +222,9 @@ int main(int argc, char** argv) {
     float* dw = dx + std::size_t(l.s.N) * l.s.I;
     float* db = dw + std::size_t(l.s.O) * l.s.I;
     const ops::LinearShape s = l.s;
-    add(std::string(l.name) + "/forward", s.macs() * 2, [=, &k] { k.linear_forward(y, x, w, w, s); });
-    add(std::string(l.name) + "/backward_data+weight", s.macs() * 4,
+    const std::string name = l.name;
+    add(name + "/forward", s.macs() * 2, [=, &k] { k.linear_forward(y, x, w, w, s); });
+    add(name + "/backward_data+weight", s.macs() * 4,
         [=, &k] { k.linear_backward(dx, dw, db, dy, x, w, s); });
   }
   static std::vector<float> act = random_vec(std::size_t(g_batch) * 120, 9), act_out(act.size());

@@ -2,6 +2,8 @@
 #pragma once
 #include <immintrin.h>
 
+#include <cstddef>
+
 namespace ringtrain::ops::cpu {
 
 struct VecAvx2 {
@@ -28,6 +30,26 @@ struct VecAvx2 {
   }
   static R load_mask(const float* p, M m) { return _mm256_maskload_ps(p, m); }
   static void store_mask(float* p, R v, M m) { _mm256_maskstore_ps(p, m, v); }
+  // dst[j * ldd + i] = src[i * lds + j] for an 8 x 8 tile.
+  static void transpose(const float* src, std::size_t lds, float* dst, std::size_t ldd) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
+    for (int i = 0; i < 4; ++i) {
+      t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; ++i) {
+      r[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+      r[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+      r[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+      r[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; ++j) {
+      t[j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x20);
+      t[4 + j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x31);
+    }
+    for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * ldd, t[i]);
+  }
 };
 
 }  // namespace ringtrain::ops::cpu

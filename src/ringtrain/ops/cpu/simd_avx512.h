@@ -4,7 +4,14 @@
 #pragma once
 #include <immintrin.h>
 
+#include <cstddef>
+
 namespace ringtrain::ops::cpu {
+
+// g++ 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which -Wuninitialized flags.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 struct VecAvx512 {
   static constexpr int L = 16;
@@ -31,6 +38,33 @@ struct VecAvx512 {
   static M mask(int n) { return M((1u << n) - 1u); }
   static R load_mask(const float* p, M m) { return _mm512_maskz_loadu_ps(m, p); }
   static void store_mask(float* p, R v, M m) { _mm512_mask_storeu_ps(p, m, v); }
+  // dst[j * ldd + i] = src[i * lds + j] for a 16 x 16 tile (unpack, shuffle, two 128-bit-lane stages).
+  static void transpose(const float* src, std::size_t lds, float* dst, std::size_t ldd) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; ++i) {
+      r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+      r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+      r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+      r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 4; ++j) {
+        t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
+        t[8 * i + 4 + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0xDD);
+      }
+    for (int j = 0; j < 8; ++j) {
+      r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+      r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xDD);
+    }
+    for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, r[i]);
+  }
 };
+
+#pragma GCC diagnostic pop
 
 }  // namespace ringtrain::ops::cpu

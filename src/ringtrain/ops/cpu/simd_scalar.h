@@ -1,6 +1,7 @@
 // One-lane "vector" for the scalar kernels: the same algorithms as the SIMD builds, compiled for the
 // x86-64 baseline (the compiler may still use SSE2 on its own).
 #pragma once
+#include <cstddef>
 
 namespace ringtrain::ops::cpu {
 
@@ -23,6 +24,7 @@ struct VecScalar {
   static void store_mask(float* p, R v, M m) {
     if (m) *p = v;
   }
+  static void transpose(const float* src, std::size_t, float* dst, std::size_t) { *dst = *src; }
 };
 
 }  // namespace ringtrain::ops::cpu
