@@ -128,6 +128,14 @@ TEST(RingAllreduce, Int64DefaultSegments) { check_ring<int64_t>({}); }
 TEST(RingAllreduce, Fp32SmallSegments) { check_ring<float>({.segment_bytes = 4096}); }
 TEST(RingAllreduce, Int64SmallSegments) { check_ring<int64_t>({.segment_bytes = 4096}); }
 
+// The communication thread's way of waiting (MPI_Test* + sched_yield) gives the same results.
+TEST(RingAllreduce, YieldPolling) {
+  set_thread_poll_mode(PollMode::Yield);
+  check_ring<float>({.segment_bytes = 4096});
+  check_ring<double>({});
+  set_thread_poll_mode(PollMode::Spin);
+}
+
 TEST(RingAllreduce, OneElementSegments) {
   const int W = world_size(), r = world_rank();
   RingAllreduce ring(MPI_COMM_WORLD, {.segment_bytes = 4});
@@ -176,6 +184,13 @@ TEST(MpiCommunicator, RingInt64) { check_communicator<int64_t>(AllreduceAlgorith
 TEST(MpiCommunicator, MpiFp32) { check_communicator<float>(AllreduceAlgorithm::Mpi); }
 TEST(MpiCommunicator, MpiFp64) { check_communicator<double>(AllreduceAlgorithm::Mpi); }
 TEST(MpiCommunicator, MpiInt64) { check_communicator<int64_t>(AllreduceAlgorithm::Mpi); }
+
+TEST(MpiCommunicator, MpiYieldPolling) {  // MPI_Iallreduce + test/yield
+  set_thread_poll_mode(PollMode::Yield);
+  check_communicator<float>(AllreduceAlgorithm::Mpi);
+  check_communicator<int64_t>(AllreduceAlgorithm::Mpi);
+  set_thread_poll_mode(PollMode::Spin);
+}
 
 TEST(MpiCommunicator, BroadcastAndDuplicate) {
   const int W = world_size(), r = world_rank();

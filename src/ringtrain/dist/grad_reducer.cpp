@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ringtrain/core/error.h"
+#include "ringtrain/dist/ring_allreduce.h"
 
 namespace ringtrain::dist {
 
@@ -86,6 +87,7 @@ void GradReducer::reduce(int b) {
 }
 
 void GradReducer::comm_loop() {
+  set_thread_poll_mode(opt_.poll);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_work_.wait(lock, [this] { return stop_ || queue_head_ < queue_.size(); });
@@ -128,7 +130,16 @@ double GradReducer::wait() {
         std::rethrow_exception(err);
       }
     } else {
-      for (std::size_t b = 0; b < buckets_.size(); ++b) reduce(int(b));
+      // The same buckets, in the same order, on this thread, waiting the way the comm thread would.
+      const PollMode saved = thread_poll_mode();
+      set_thread_poll_mode(opt_.poll);
+      try {
+        for (std::size_t b = 0; b < buckets_.size(); ++b) reduce(int(b));
+      } catch (...) {
+        set_thread_poll_mode(saved);
+        throw;
+      }
+      set_thread_poll_mode(saved);
       stats_.comm_s += seconds_since(t0);
     }
     for (std::size_t b = 0; b < buckets_.size(); ++b) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "ringtrain/dist/communicator.h"
+#include "ringtrain/dist/ring_allreduce.h"
 #include "ringtrain/nn/model.h"
 
 namespace ringtrain::dist {
@@ -34,6 +35,8 @@ struct GradReducerOptions {
   // into 3 buckets: {fc3, fc2} (43 KiB), {fc1} (188 KiB), {conv2, conv1} (10 KiB).
   std::size_t bucket_bytes = std::size_t(25) << 10;
   bool overlap = true;
+  // How the communication thread waits (ring_allreduce.h): it shares its rank's core with backward.
+  PollMode poll = PollMode::Yield;
 };
 
 struct Bucket {

@@ -95,7 +95,13 @@ void MpiCommunicator::allreduce(T* data, std::size_t n, MPI_Datatype type, const
   }
   for (std::size_t done = 0; done < n;) {  // MPI counts are int
     int count = int(std::min<std::size_t>(n - done, INT_MAX));
-    MPI_Allreduce(MPI_IN_PLACE, data + done, count, type, MPI_SUM, comm_);
+    if (thread_poll_mode() == PollMode::Spin) {
+      MPI_Allreduce(MPI_IN_PLACE, data + done, count, type, MPI_SUM, comm_);
+    } else {  // the same library all-reduce, non-blocking, so this thread can yield its core while waiting
+      MPI_Request req;
+      MPI_Iallreduce(MPI_IN_PLACE, data + done, count, type, MPI_SUM, comm_, &req);
+      wait_request(&req);
+    }
     done += std::size_t(count);
   }
 }

@@ -1,10 +1,56 @@
 #include "ringtrain/dist/ring_allreduce.h"
 
+#include <sched.h>
+
 #include <algorithm>
 
 #include "ringtrain/core/error.h"
 
 namespace ringtrain::dist {
+
+namespace {
+thread_local PollMode g_poll_mode = PollMode::Spin;
+}
+
+void set_thread_poll_mode(PollMode mode) { g_poll_mode = mode; }
+PollMode thread_poll_mode() { return g_poll_mode; }
+
+void wait_request(MPI_Request* r) {
+  if (g_poll_mode == PollMode::Spin) {
+    MPI_Wait(r, MPI_STATUS_IGNORE);
+    return;
+  }
+  for (int flag = 0;;) {
+    MPI_Test(r, &flag, MPI_STATUS_IGNORE);
+    if (flag) return;
+    sched_yield();
+  }
+}
+
+int wait_any(int n, MPI_Request* r) {
+  int k = MPI_UNDEFINED;
+  if (g_poll_mode == PollMode::Spin) {
+    MPI_Waitany(n, r, &k, MPI_STATUS_IGNORE);
+    return k;
+  }
+  for (int flag = 0;;) {
+    MPI_Testany(n, r, &k, &flag, MPI_STATUS_IGNORE);
+    if (flag) return k;  // MPI_UNDEFINED when every request is null
+    sched_yield();
+  }
+}
+
+void wait_all(int n, MPI_Request* r) {
+  if (g_poll_mode == PollMode::Spin) {
+    MPI_Waitall(n, r, MPI_STATUSES_IGNORE);
+    return;
+  }
+  for (int flag = 0;;) {
+    MPI_Testall(n, r, &flag, MPI_STATUSES_IGNORE);
+    if (flag) return;
+    sched_yield();
+  }
+}
 
 int ring_fold_start(std::size_t n, int W, std::size_t i) {
   // Chunk c holds i when begin(c) <= i < begin(c+1); begin is monotone, so search.
@@ -69,7 +115,7 @@ void RingAllreduce::run_typed(T* data, std::size_t n, MPI_Datatype type) {
     } else {
       // All-gather writes in place into the chunk this rank sent in reduce-scatter step t-(W-1):
       // that send must be complete first.
-      MPI_Wait(&sends_[std::size_t(t - (W - 1)) * K + k], MPI_STATUS_IGNORE);
+      wait_request(&sends_[std::size_t(t - (W - 1)) * K + k]);
     }
     MPI_Irecv(dst, int(len), type, left, k, comm_, &recvs_[std::size_t(t) * K + k]);
     posted_[std::size_t(t) * K + k] = 1;
@@ -82,8 +128,7 @@ void RingAllreduce::run_typed(T* data, std::size_t n, MPI_Datatype type) {
       if (!posted_[std::size_t(t) * K + k]) post_recv(t, k);
     const int next_ns = t + 1 < steps ? segments(recv_chunk(t + 1)) : 0;
     for (int done = 0; done < ns; ++done) {
-      int k = MPI_UNDEFINED;
-      MPI_Waitany(ns, &recvs_[std::size_t(t) * K], &k, MPI_STATUS_IGNORE);
+      const int k = wait_any(ns, &recvs_[std::size_t(t) * K]);
       check(k != MPI_UNDEFINED, "ring all-reduce: internal error (no request to wait for)");
       if (t < W - 1) {
         std::size_t len;
@@ -106,7 +151,7 @@ void RingAllreduce::run_typed(T* data, std::size_t n, MPI_Datatype type) {
       }
     }
   }
-  MPI_Waitall(int(sends_.size()), sends_.data(), MPI_STATUSES_IGNORE);
+  wait_all(int(sends_.size()), sends_.data());
 }
 
 template void RingAllreduce::run_typed<float>(float*, std::size_t, MPI_Datatype);

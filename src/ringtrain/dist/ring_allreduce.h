@@ -26,6 +26,18 @@ inline std::size_t ring_chunk_begin(std::size_t n, int W, int c) {
 // The rank whose value starts element i's fixed-order sum (the owner of i's chunk).
 int ring_fold_start(std::size_t n, int W, std::size_t i);
 
+// How the calling thread waits for messages. Spin: MPI_Wait* (Open MPI busy-polls: lowest latency, but
+// the thread holds its core). Yield: MPI_Test* then sched_yield(), so a thread that shares its core with
+// compute (the GradReducer's communication thread, bound with its rank to one core) lets backward run
+// and still makes progress whenever the core is free. Per thread; the default is Spin.
+enum class PollMode { Spin, Yield };
+void set_thread_poll_mode(PollMode mode);
+PollMode thread_poll_mode();
+// Waits for one request / any of n / all of n in the calling thread's poll mode.
+void wait_request(MPI_Request* r);
+int wait_any(int n, MPI_Request* r);
+void wait_all(int n, MPI_Request* r);
+
 struct RingOptions {
   // Pipelining grain. 256 KiB measured best on shared memory (bench/allreduce.sh).
   std::size_t segment_bytes = std::size_t(256) << 10;
