@@ -63,7 +63,7 @@ Split load_split(const std::string& dir, const std::string& split) {
   check(!labels_path.empty(),
         dir + "/" + base_name(split, "labels") + ": missing (neither it nor .gz exists)" + hint_for_dir(dir));
 
-  IdxArray images = read_idx(images_path);
+  MappedIdx images = map_idx(images_path);
   check(images.dims.size() == 3, images_path + ": images must have 3 dimensions (N x rows x cols), this file has " +
                                      std::to_string(images.dims.size()) + " (" + idx_dims_str(images.dims) + ")");
   check(images.dims[1] <= 65535 && images.dims[2] <= 65535,
@@ -83,7 +83,7 @@ Split load_split(const std::string& dir, const std::string& split) {
   out.count = images.dims[0];
   out.rows = int(images.dims[1]);
   out.cols = int(images.dims[2]);
-  out.images = std::move(images.data);
+  out.images = ByteArray::view(images.data, std::size_t(images.dims[0] * images.dims[1] * images.dims[2]), images.keep_alive);
   out.labels = std::move(labels.data);
   return out;
 }

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "ringtrain/data/byte_array.h"
+
 namespace ringtrain::data {
 
 constexpr int kNumClasses = 10;
@@ -17,7 +19,7 @@ constexpr int kNumClasses = 10;
 struct Split {
   int64_t count = 0;  // N
   int rows = 0, cols = 0;
-  std::vector<uint8_t> images;  // N * rows * cols, sample-major
+  ByteArray images;             // N * rows * cols, sample-major (memory-mapped for raw IDX files)
   std::vector<uint8_t> labels;  // N, each 0..9
   // The rows x cols pixels of sample i (0 <= i < count; not checked).
   const uint8_t* image(int64_t i) const { return images.data() + i * int64_t(rows) * cols; }
@@ -40,7 +42,8 @@ inline constexpr const char* kFashionDir = "/usr/share/datasets/fashion-mnist";
 // exists, else the ".gz" name if that exists, else "" (missing).
 std::string find_idx_file(const std::string& dir, const std::string& split, const std::string& kind);
 
-// Loads and validates one split ("train" or "t10k") from dir.
+// Loads and validates one split ("train" or "t10k") from dir. Images of raw IDX files are memory-mapped,
+// not read whole (gzip files are decompressed into memory); labels are read.
 Split load_split(const std::string& dir, const std::string& split);
 
 // Resolves name, checks that the four files are there (with a hint on how to get them for "digits"

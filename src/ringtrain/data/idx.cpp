@@ -2,6 +2,10 @@
 
 #include <zlib.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -46,7 +50,8 @@ std::size_t read_full(ByteSource& src, uint8_t* dst, std::size_t n) {
 
 // Parses the IDX stream in src. file_size is the raw file's size (lets size errors be reported before
 // anything is allocated), or 0 when unknown (gzip, memory-mapped input goes through MemorySource too).
-IdxArray parse_stream(ByteSource& src, const std::string& name, uint64_t file_size, bool gzip) {
+IdxArray parse_stream(ByteSource& src, const std::string& name, uint64_t file_size, bool gzip,
+                      bool header_only = false) {
   const std::string where = gzip ? " (after gzip decompression)" : "";
   uint8_t header[4];
   std::size_t got = read_full(src, header, 4);
@@ -101,6 +106,8 @@ IdxArray parse_stream(ByteSource& src, const std::string& name, uint64_t file_si
       throw Error(name + ": " + std::to_string(have - product) + " trailing bytes: " + need +
                   ", the file has " + std::to_string(have));
   }
+
+  if (header_only) return out;  // the caller maps the payload itself (sizes checked above)
 
   // Grow the buffer as data arrives (at most doubling), so a small file claiming huge dims fails as
   // truncated without first allocating what its header claims.
@@ -184,6 +191,38 @@ std::string idx_dims_str(const std::vector<int64_t>& dims) {
 IdxArray read_idx(const std::string& path) {
   FileSource file(path);
   return parse_source(file, path, file.size());
+}
+
+MappedIdx map_idx(const std::string& path) {
+  MappedIdx out;
+  FileSource file(path);
+  uint8_t head[2] = {0, 0};
+  const std::size_t got = read_full(file, head, 2);
+  if (is_gzip_magic(head, got) || file.size() == 0) {
+    // Compressed (or empty: let the parser say so): decompress into memory.
+    auto owned = std::make_shared<IdxArray>(read_idx(path));
+    out.dims = owned->dims;
+    out.data = owned->data.data();
+    out.keep_alive = owned;
+    return out;
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  check(fd >= 0, path + ": cannot open for mapping");
+  void* p = ::mmap(nullptr, std::size_t(file.size()), PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  check(p != MAP_FAILED, path + ": cannot map into memory");
+  const std::size_t size = std::size_t(file.size());
+  std::shared_ptr<const void> mapping(p, [size](const void* q) { ::munmap(const_cast<void*>(q), size); });
+  const uint8_t* bytes = static_cast<const uint8_t*>(p);
+  MemorySource mem(bytes, size);
+  // The header is validated against the file's size exactly as read_idx does; the payload stays mapped.
+  IdxArray header = parse_stream(mem, path, size, false, true);
+  ::madvise(p, size, MADV_WILLNEED);
+  out.dims = header.dims;
+  out.data = bytes + 4 + 4 * header.dims.size();
+  out.keep_alive = mapping;
+  out.mapped = true;
+  return out;
 }
 
 IdxArray parse_idx(const uint8_t* bytes, std::size_t size, const std::string& name) {

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,16 @@ constexpr uint64_t kIdxMaxBytes = uint64_t(1) << 34;
 
 // Reads a raw or gzip-compressed uint8 IDX file.
 IdxArray read_idx(const std::string& path);
+
+// A uint8 IDX file whose payload is memory-mapped read-only (raw files), or decompressed into memory
+// (gzip files). Validated exactly as read_idx validates. data stays valid while keep_alive lives.
+struct MappedIdx {
+  std::vector<int64_t> dims;
+  const uint8_t* data = nullptr;
+  std::shared_ptr<const void> keep_alive;
+  bool mapped = false;  // true: data points into an mmap of the file
+};
+MappedIdx map_idx(const std::string& path);
 
 // The same from bytes in memory (raw or gzip); `name` stands for the file in error messages.
 IdxArray parse_idx(const uint8_t* bytes, std::size_t size, const std::string& name);
