@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Corrupt datasets and nonsense options: one-line error naming what is wrong, non-zero exit, no crash.
+: "${TESTS_DIR:?run through CTest, which sets TESTS_DIR, RINGTRAIN and PYTHON}"
 source "$TESTS_DIR/lib.sh"
 
 for case in truncated trailing magic dtype empty count label gzip dims missing; do

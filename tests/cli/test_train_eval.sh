@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Train on a small toy dataset: prints the accuracy line, learns, is deterministic for a seed, saves a
 # checkpoint that eval and --init-from read back with the same accuracy.
+: "${TESTS_DIR:?run through CTest, which sets TESTS_DIR, RINGTRAIN and PYTHON}"
 source "$TESTS_DIR/lib.sh"
 "$PYTHON" "$TESTS_DIR/make_idx.py" good "$WORK/toy" --train 600 --test 200
 

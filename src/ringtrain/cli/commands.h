@@ -7,5 +7,6 @@ namespace ringtrain::cli {
 int train_command(int argc, char** argv, int first);
 int eval_command(int argc, char** argv, int first);
 int data_command(int argc, char** argv, int first);
+int plot_command(int argc, char** argv, int first);
 
 }  // namespace ringtrain::cli

@@ -11,6 +11,7 @@
 #include "ringtrain/nn/models/lenet5.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/train/checkpoint.h"
+#include "ringtrain/train/progress.h"
 #include "ringtrain/train/trainer.h"
 
 namespace ringtrain::cli {
@@ -31,6 +32,8 @@ Options train_options() {
   o.add("weight-decay", "0", "L2 weight decay (added to the gradient, as torch.optim)");
   o.add("seed", "0", "seed of the initial weights and of the per-epoch shuffle");
   o.add("log-every", "100", "batches between log lines (0: none)");
+  o.add("metrics", "", "write JSON-lines metrics (loss, lr, samples/s, data wait, test accuracy) to this file");
+  o.add_flag("quiet", "print only the epoch summaries and the final lines");
   o.add("max-steps", "0", "stop after this many steps (0: run all epochs)");
   o.add("workers", "1", "loader threads preparing batches ahead of the step (0: prepare on the step's thread)");
   o.add("prefetch", "4", "batches the loader prepares ahead");
@@ -58,6 +61,9 @@ int train_command(int argc, char** argv, int first) {
   config.log_every = int(opt.integer("log-every"));
   config.max_steps = opt.integer("max-steps");
   config.workers = int(opt.integer("workers"));
+  config.metrics_path = opt.str("metrics");
+  config.quiet = opt.flag("quiet");
+  config.terminal = train::stdout_is_terminal();
   config.prefetch = int(opt.integer("prefetch"));
   config.augment_shift = int(opt.integer("augment-shift"));
   // Nonsense options are refused before any work starts.

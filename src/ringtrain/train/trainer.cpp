@@ -7,6 +7,8 @@
 
 #include "ringtrain/core/error.h"
 #include "ringtrain/core/rng.h"
+#include "ringtrain/train/metrics.h"
+#include "ringtrain/train/progress.h"
 
 namespace ringtrain::train {
 
@@ -84,18 +86,19 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
   double train_seconds = 0.0;
   int64_t samples_seen = 0;
 
+  Progress progress(log_, config_.terminal, config_.log_every, config_.quiet);
+  MetricsWriter metrics(is_logger() ? config_.metrics_path : std::string());
   for (int epoch = 0; epoch < config_.epochs; ++epoch) {
     loader.start_epoch(epoch_indices(train_split.count, epoch), 0, epoch);
     const int64_t steps_per_epoch = loader.batches_in_epoch();
     const auto epoch_start = Clock::now();
-    auto window_start = epoch_start;
-    int64_t window_samples = 0;
+    const double wait_at_start = loader.wait_seconds();
+    int64_t epoch_samples = 0;
     double loss_sum = 0.0;
     int64_t loss_count = 0;
 
     for (int64_t b = 0; b < steps_per_epoch; ++b) {
       const data::Batch batch = loader.next();
-      const int N = batch.N;
       float loss = step(batch);
       check(std::isfinite(loss), "training diverged: loss is " + std::to_string(loss) + " at epoch " +
                                      std::to_string(epoch + 1) + " batch " + std::to_string(b + 1));
@@ -103,28 +106,43 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
       result.last_loss = loss;
       loss_sum += loss;
       ++loss_count;
-      window_samples += N;
-      samples_seen += N;
-      if (config_.log_every > 0 && (b + 1) % config_.log_every == 0 && is_logger()) {
-        double rate = window_samples * comm_.size() / seconds_since(window_start);
-        log_ << "epoch " << epoch + 1 << " batch " << b + 1 << "/" << steps_per_epoch
-             << format(" loss %.4f samples/s %.0f", loss_sum / loss_count, rate) << std::endl;
-        window_start = Clock::now();
-        window_samples = 0;
-        loss_sum = 0.0;
-        loss_count = 0;
+      epoch_samples += batch.N;
+      samples_seen += batch.N;
+      if (is_logger()) {
+        const double elapsed = seconds_since(epoch_start);
+        const double rate = elapsed > 0 ? double(epoch_samples) * comm_.size() / elapsed : 0.0;
+        progress.step(epoch, b + 1, steps_per_epoch, loss_sum / double(loss_count), rate);
+        if (config_.log_every > 0 && (b + 1) % config_.log_every == 0) {
+          metrics.write(MetricsRecord()
+                            .set("step", double(result.steps))
+                            .set("epoch", epoch + 1)
+                            .set("batch", double(b + 1))
+                            .set("loss", loss_sum / double(loss_count))
+                            .set("lr", optimizer_->lr())
+                            .set("samples_per_s", rate)
+                            .set("data_wait", elapsed > 0 ? (loader.wait_seconds() - wait_at_start) / elapsed : 0.0));
+          loss_sum = 0.0;
+          loss_count = 0;
+        }
       }
       if (config_.max_steps > 0 && result.steps >= config_.max_steps) break;
     }
-    train_seconds += seconds_since(epoch_start);
+    const double epoch_seconds = seconds_since(epoch_start);
+    train_seconds += epoch_seconds;
     const bool last = epoch + 1 == config_.epochs || (config_.max_steps > 0 && result.steps >= config_.max_steps);
     if (config_.eval_each_epoch || last) {
       result.test = evaluate(model_, kernels_, test_split, comm_);
-      if (is_logger())
-        log_ << "epoch " << epoch + 1 << " done"
-             << format(" in %.1fs: test loss %.4f, test accuracy %.2f%%", seconds_since(epoch_start),
-                       result.test.mean_loss(), 100.0 * result.test.accuracy())
-             << std::endl;
+      if (is_logger()) {
+        progress.epoch_done(format("epoch %.0f done in %.1fs (%.0f samples/s): test loss %.4f, test accuracy %.2f%%",
+                                   epoch + 1, epoch_seconds, double(epoch_samples) * comm_.size() / epoch_seconds,
+                                   result.test.mean_loss(), 100.0 * result.test.accuracy()));
+        metrics.write(MetricsRecord()
+                          .set("step", double(result.steps))
+                          .set("epoch", epoch + 1)
+                          .set("test_loss", result.test.mean_loss())
+                          .set("test_accuracy", result.test.accuracy())
+                          .set("epoch_seconds", epoch_seconds));
+      }
     }
     if (last) break;
   }

@@ -32,6 +32,9 @@ struct TrainConfig {
   int workers = 1;                // loader threads preparing batches ahead (0: on the step's thread)
   int prefetch = 4;               // batches prepared ahead
   int augment_shift = 0;          // random shift of training samples, pixels (0: none)
+  std::string metrics_path;       // JSON lines, one a log step and one an epoch (rank 0); empty: none
+  bool terminal = false;          // draw a progress bar (stdout is a terminal) instead of log lines
+  bool quiet = false;             // only the epoch summaries
 };
 
 struct TrainResult {
