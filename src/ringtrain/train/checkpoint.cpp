@@ -86,8 +86,8 @@ void load_weights(const std::string& path, nn::Model& model) {
     for (std::size_t i = 0; i < v.numel; ++i) {
       float x;
       std::memcpy(&x, t.bytes.data() + i * sizeof(float), sizeof x);
-      check(std::isfinite(x), path + ": tensor '" + v.name + "' holds a non-finite value at index " +
-                                  std::to_string(i));
+      if (!std::isfinite(x))
+        throw Error(path + ": tensor '" + v.name + "' holds a non-finite value at index " + std::to_string(i));
     }
     found.push_back(&t);
   }

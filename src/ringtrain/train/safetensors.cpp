@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <set>
 
 #include "ringtrain/core/error.h"
 
@@ -110,11 +111,12 @@ class JsonParser {
     expect('{', "to open an object");
     skip_ws();
     if (consume('}')) return v;
+    std::set<std::string> seen;  // a set, not a scan of keys: a 100 MB header must not take quadratic time
     for (;;) {
       skip_ws();
       if (pos_ >= n_ || p_[pos_] != '"') fail("expected a string key in an object");
       std::string key = parse_string();
-      if (std::find(v.keys.begin(), v.keys.end(), key) != v.keys.end()) fail("duplicate key \"" + key + "\"");
+      if (!seen.insert(key).second) fail("duplicate key \"" + key + "\"");
       skip_ws();
       expect(':', "after an object key");
       skip_ws();
@@ -338,13 +340,11 @@ std::vector<uint8_t> serialize_safetensors(const std::vector<SafetensorsTensor>&
     header += '}';
   }
   uint64_t offset = 0;
-  std::vector<std::string> seen;
+  std::set<std::string> seen;
   for (const auto& t : tensors) {
     check(!t.name.empty(), what + ": a tensor has an empty name");
     check(t.name != "__metadata__", what + ": \"__metadata__\" cannot name a tensor");
-    check(std::find(seen.begin(), seen.end(), t.name) == seen.end(),
-          what + ": tensor '" + t.name + "' appears twice");
-    seen.push_back(t.name);
+    check(seen.insert(t.name).second, what + ": tensor '" + t.name + "' appears twice");
     uint64_t nbytes = 0;
     check(tensor_nbytes(t.shape, t.dtype, &nbytes),
           what + ": tensor '" + t.name + "' has a bad shape " + shape_str(t.shape));
