@@ -35,14 +35,19 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2
 
 for B in $BATCHES; do
   echo "== batch $B, $THREADS thread(s), $RUNS alternating runs"
-  rt=(); pt=()
+  rt=(); pt=(); rc=(); pc=()
   for i in $(seq "$RUNS"); do
-    r=$("${PIN[@]}" "$BIN" --batch "$B" --threads "$THREADS" --repeats 1 | tee /dev/stderr | sed -n 's/.*: \([0-9]*\) samples\/s.*/\1/p' | head -1)
-    p=$("${PIN[@]}" "$PY" bench/torch_lenet.py --batch "$B" --threads "$THREADS" --repeats 1 | tee /dev/stderr | sed -n 's/.*: \([0-9]*\) samples\/s.*/\1/p' | head -1)
-    rt+=("$r"); pt+=("$p")
+    out=$("${PIN[@]}" "$BIN" --batch "$B" --threads "$THREADS" --repeats 1); echo "$out" >&2
+    rt+=("$(echo "$out" | sed -n 's/.*: \([0-9]*\) samples\/s.*/\1/p' | head -1)")
+    rc+=("$(echo "$out" | sed -n 's/.*per CPU-second: \([0-9]*\) samples\/s.*/\1/p' | head -1)")
+    out=$("${PIN[@]}" "$PY" bench/torch_lenet.py --batch "$B" --threads "$THREADS" --repeats 1); echo "$out" >&2
+    pt+=("$(echo "$out" | sed -n 's/.*: \([0-9]*\) samples\/s.*/\1/p' | head -1)")
+    pc+=("$(echo "$out" | sed -n 's/.*per CPU-second: \([0-9]*\) samples\/s.*/\1/p' | head -1)")
   done
-  rm=$(printf '%s\n' "${rt[@]}" | median)
-  pm=$(printf '%s\n' "${pt[@]}" | median)
+  rm=$(printf '%s\n' "${rt[@]}" | median); pm=$(printf '%s\n' "${pt[@]}" | median)
+  rcm=$(printf '%s\n' "${rc[@]}" | median); pcm=$(printf '%s\n' "${pc[@]}" | median)
   printf 'RESULT batch %-4s ringtrain %8.0f samples/s   torch %8.0f samples/s   ratio %.2fx   (runs: ringtrain %s; torch %s)\n' \
     "$B" "$rm" "$pm" "$(echo "$rm / $pm" | bc -l)" "${rt[*]}" "${pt[*]}"
+  printf '       per CPU-second: ringtrain %8.0f   torch %8.0f   ratio %.2fx   (what each side does while it has the core; equal on a quiet machine)\n' \
+    "$rcm" "$pcm" "$(echo "$rcm / $pcm" | bc -l)"
 done
