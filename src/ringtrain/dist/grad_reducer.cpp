@@ -65,7 +65,9 @@ void GradReducer::on_grads_ready(const nn::Layer& layer) {
     check(!view_ready_[v], "grad reducer: " + params_.views()[v].name + " reported twice in one step");
     view_ready_[v] = 1;
     int b = view_bucket_[v];
-    if (--pending_[b] == 0) launch(b);
+    // The last bucket completes at the very end of backward: nothing is left to overlap it with, so wait()
+    // reduces it on this thread (handing it to the communication thread would add two thread switches).
+    if (--pending_[b] == 0 && b + 1 < int(buckets_.size())) launch(b);
   }
 }
 
@@ -110,37 +112,44 @@ void GradReducer::comm_loop() {
   }
 }
 
+void GradReducer::reduce_here(bool only_unlaunched) {
+  // Waiting the way the communication thread would (its poll mode), in bucket order.
+  const PollMode saved = thread_poll_mode();
+  set_thread_poll_mode(opt_.poll);
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      if (!only_unlaunched || !launched_[b]) reduce(int(b));
+  } catch (...) {
+    set_thread_poll_mode(saved);
+    throw;
+  }
+  set_thread_poll_mode(saved);
+  stats_.comm_s += seconds_since(t0);
+}
+
 double GradReducer::wait() {
   auto t0 = std::chrono::steady_clock::now();
   if (world_ > 1) {
     if (opt_.overlap) {
-      // Anything backward did not report goes now, in bucket order (the same on every rank).
-      for (std::size_t b = 0; b < buckets_.size(); ++b)
-        if (!launched_[b]) launch(int(b));
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_done_.wait(lock, [this] { return done_ == int(buckets_.size()); });
-      stats_.comm_s += comm_s_thread_;
-      comm_s_thread_ = 0;
-      queue_.clear();
-      queue_head_ = 0;
-      done_ = 0;
-      if (error_) {
-        auto err = error_;
-        error_ = nullptr;
-        std::rethrow_exception(err);
+      // First everything the communication thread was given (its communicator must be idle before this
+      // thread uses it), then, here, the buckets it was not given, in bucket order. Every rank launches the
+      // same buckets in the same order, so the collectives match.
+      std::exception_ptr err;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_done_.wait(lock, [this] { return done_ == int(queue_.size()); });
+        stats_.comm_s += comm_s_thread_;
+        comm_s_thread_ = 0;
+        queue_.clear();
+        queue_head_ = 0;
+        done_ = 0;
+        std::swap(err, error_);
       }
+      if (err) std::rethrow_exception(err);
+      reduce_here(true);
     } else {
-      // The same buckets, in the same order, on this thread, waiting the way the comm thread would.
-      const PollMode saved = thread_poll_mode();
-      set_thread_poll_mode(opt_.poll);
-      try {
-        for (std::size_t b = 0; b < buckets_.size(); ++b) reduce(int(b));
-      } catch (...) {
-        set_thread_poll_mode(saved);
-        throw;
-      }
-      set_thread_poll_mode(saved);
-      stats_.comm_s += seconds_since(t0);
+      reduce_here(false);  // the same buckets, in the same order, after backward
     }
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       pending_[b] = buckets_[b].last_view - buckets_[b].first_view + 1;

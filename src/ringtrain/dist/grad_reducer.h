@@ -3,8 +3,9 @@
 // built from the end of the buffer because backward fills it from the end (fc3 first, conv1 last), so
 // bucket 0 is ready first. Model::backward's hook reports each layer's gradients; when a bucket's last
 // view is reported, its all-reduce is handed to a communication thread at once, and backward goes on
-// with earlier layers while the bucket is in flight. wait() launches whatever was not reported, waits for
-// the rest, and leaves the averaged gradients (sum / W) in the buffer.
+// with earlier layers while the bucket is in flight. The last bucket (conv2, conv1: backward ends with it)
+// has nothing left to overlap with: wait() reduces it, and anything not reported, on its own thread once
+// the communication thread is idle, and leaves the averaged gradients (sum / W) in the buffer.
 //
 // Threads: the communication thread owns a duplicate of the communicator (Communicator::duplicate), so
 // its traffic never mixes with the main thread's; it is the only thread using that duplicate. Every rank
@@ -80,6 +81,7 @@ class GradReducer {
  private:
   void launch(int bucket);  // queue for the communication thread (caller holds no lock)
   void reduce(int bucket);  // all-reduce + average, on whichever thread runs it
+  void reduce_here(bool only_unlaunched);  // on the calling thread, in bucket order
   void comm_loop();
 
   nn::ParameterSet& params_;
