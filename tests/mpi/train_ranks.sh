@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# `ringtrain train` across ranks, end to end, on a small toy dataset (made by tests/cli/make_idx.py):
+#  - mpirun -np 2 x batch 8 trains, learns, and only rank 0 prints (one accuracy line);
+#  - --nproc 2 is the same job (bit-identical checkpoint);
+#  - overlap on and --no-overlap give bit-identical weights (same buckets, same order);
+#  - 2 ranks x batch 8 sees the same samples each step as 1 rank x batch 16 (DistributedSampler), so the
+#    accuracy matches within 1 point; --allreduce mpi trains as well;
+#  - 3 ranks (200 test samples do not divide by 3): the accuracy printed equals single-process eval of
+#    the same checkpoint, so every test sample was counted exactly once.
+# Environment (as tests/cli): RINGTRAIN (binary), PYTHON, TESTS_DIR (tests/cli, for make_idx.py).
+set -u
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+FAILED=0; PASSED=0
+fail() { echo "FAIL: $*"; FAILED=$((FAILED + 1)); }
+pass() { PASSED=$((PASSED + 1)); }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+MPIEXEC=${MPIEXEC:-mpirun}
+"$PYTHON" "$TESTS_DIR/make_idx.py" good "$WORK/toy" --train 600 --test 200 >/dev/null || { echo "make_idx failed"; exit 1; }
+acc_of() { sed -n 's/^test accuracy: \([0-9.]*\)%$/\1/p' "$1"; }
+train() { "$RINGTRAIN" train --data "$WORK/toy" --epochs 2 --seed 3 --log-every 10 --timeout 120 "$@"; }
+
+"$MPIEXEC" -np 2 --oversubscribe "$RINGTRAIN" train --data "$WORK/toy" --epochs 2 --seed 3 --log-every 10 \
+  --timeout 120 --batch-size 8 --save "$WORK/a.st" > "$WORK/a.log" 2>&1 || { fail "mpirun -np 2 exited $?"; cat "$WORK/a.log"; }
+a=$(acc_of "$WORK/a.log")
+[ "$(grep -c '^test accuracy:' "$WORK/a.log")" = 1 ] && pass || { fail "expected one accuracy line (rank 0 only)"; cat "$WORK/a.log"; }
+grep -q "2 rank(s) x batch 8" "$WORK/a.log" && pass || fail "header does not say 2 ranks x batch 8"
+grep -q "^epoch 1 batch 10/38 loss" "$WORK/a.log" && pass || fail "no log line every 10 batches (300 samples/rank / 8 = 38 batches)"
+grep -Eq "gradient wait [0-9.]+ ms/step" "$WORK/a.log" && pass || fail "no gradient-wait report"
+awk -v a="$a" 'BEGIN { exit !(a >= 90) }' && pass || fail "2-rank toy accuracy '$a' < 90%"
+
+train --nproc 2 --batch-size 8 --save "$WORK/b.st" > "$WORK/b.log" 2>&1 || { fail "--nproc 2 exited $?"; cat "$WORK/b.log"; }
+cmp -s "$WORK/a.st" "$WORK/b.st" && pass || fail "--nproc 2 and mpirun -np 2 gave different weights"
+
+train --nproc 2 --batch-size 8 --no-overlap --save "$WORK/c.st" > "$WORK/c.log" 2>&1 || fail "--no-overlap exited $?"
+cmp -s "$WORK/a.st" "$WORK/c.st" && pass || fail "overlap on/off gave different weights"
+
+train --batch-size 16 > "$WORK/d.log" 2>&1 || fail "1 rank x batch 16 exited $?"
+d=$(acc_of "$WORK/d.log")
+awk -v a="$a" -v d="$d" 'BEGIN { x = a - d; exit !(x <= 1 && x >= -1) }' && pass ||
+  fail "2 ranks x batch 8 ($a%) vs 1 rank x batch 16 ($d%) differ by more than 1 point"
+
+train --nproc 2 --batch-size 8 --allreduce mpi > "$WORK/e.log" 2>&1 || fail "--allreduce mpi exited $?"
+e=$(acc_of "$WORK/e.log")
+awk -v a="$a" -v e="$e" 'BEGIN { x = a - e; exit !(x <= 1 && x >= -1) }' && pass || fail "mpi all-reduce accuracy $e% vs ring $a%"
+
+train --nproc 3 --batch-size 8 --drop-last --save "$WORK/f.st" > "$WORK/f.log" 2>&1 || { fail "--nproc 3 exited $?"; cat "$WORK/f.log"; }
+"$RINGTRAIN" eval --checkpoint "$WORK/f.st" --data "$WORK/toy" > "$WORK/f_eval.log" 2>&1 || fail "eval exited $?"
+[ -n "$(acc_of "$WORK/f.log")" ] && [ "$(acc_of "$WORK/f.log")" = "$(acc_of "$WORK/f_eval.log")" ] && pass ||
+  fail "3-rank accuracy $(acc_of "$WORK/f.log")% != single-process eval $(acc_of "$WORK/f_eval.log")%"
+
+"$MPIEXEC" -np 2 --oversubscribe "$RINGTRAIN" train --data "$WORK/toy" --nproc 3 > "$WORK/g.log" 2>&1
+[ $? -ne 0 ] && grep -q "drop --nproc under mpirun" "$WORK/g.log" && pass || fail "--nproc 3 under mpirun -np 2 not refused"
+
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]
