@@ -242,6 +242,13 @@ int main(int argc, char** argv) {
     k.softmax_xent_backward(probs.data(), probs.data(), labels.data(), g_batch, 10, 1.0f / g_batch);
   });
 
+  static std::vector<float> ap = random_vec(61706, 12), ag = random_vec(61706, 13), am(61706), av(61706);
+  const ops::AdamStep astep{0.9f, 0.999f, 1e-8f, 0.0f, 1e-3f, 0.03f};
+  add("adam_step (61,706 parameters)", 0,
+      [&, astep] { k.adam_step(ap.data(), ag.data(), am.data(), av.data(), ap.size(), astep); });
+  add("adam_step reference loop (= optim::Adam)", 0,
+      [&, astep] { ops::reference_kernels().adam_step(ap.data(), ag.data(), am.data(), av.data(), ap.size(), astep); });
+
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

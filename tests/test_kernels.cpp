@@ -19,6 +19,7 @@
 #include "ringtrain/core/error.h"
 #include "ringtrain/core/rng.h"
 #include "ringtrain/ops/kernels.h"
+#include "ringtrain/optim/optimizer.h"
 
 namespace ringtrain::ops {
 namespace {
@@ -342,13 +343,41 @@ TEST_P(KernelTest, SoftmaxCrossEntropy) {
   }
 }
 
+// The Adam op must reproduce optim::Adam (torch's arithmetic) bit for bit at every level.
+TEST_P(KernelTest, AdamStepBitIdenticalToOptimizer) {
+  Rng rng(10);
+  for (float wd : {0.0f, 0.01f}) {
+    for (std::size_t n : {std::size_t(1), std::size_t(17), std::size_t(61706)}) {
+      auto p0 = random_vec(n, rng), g0 = random_vec(n, rng);
+      optim::AdamOptions opt;
+      opt.weight_decay = wd;
+      optim::Adam adam(n, opt);
+      std::vector<float> want(p0), got(p0), m(n, 0.0f), v(n, 0.0f);
+      for (int t = 1; t <= 3; ++t) {
+        std::vector<float> g(g0);
+        for (auto& x : g) x *= float(t);
+        adam.step(want.data(), g.data());
+        // The per-step constants exactly as optim::Adam computes them (double, then float).
+        const double bc1 = 1.0 - std::pow(double(opt.beta1), double(t));
+        const double bc2 = 1.0 - std::pow(double(opt.beta2), double(t));
+        const AdamStep a{opt.beta1, opt.beta2, opt.eps, wd, float(double(opt.lr) / bc1), float(std::sqrt(bc2))};
+        k().adam_step(got.data(), g.data(), m.data(), v.data(), n, a);
+      }
+      expect_equal("params", got, want);
+      auto state = adam.state();
+      expect_equal("exp_avg", m, std::vector<float>(state[0].data, state[0].data + n));
+      expect_equal("exp_avg_sq", v, std::vector<float>(state[1].data, state[1].data + n));
+    }
+  }
+}
+
 TEST(KernelDispatch, TablesAreCompleteAndDistinct) {
   for (IsaLevel level : supported_isas()) {
     const KernelTable& t = kernels_for(level);
     EXPECT_EQ(t.level, level);
     EXPECT_TRUE(t.conv2d_forward && t.conv2d_backward_data && t.conv2d_backward_weight && t.maxpool2d_forward &&
                 t.maxpool2d_backward && t.relu_forward && t.relu_backward && t.linear_forward && t.linear_backward &&
-                t.softmax_xent_forward && t.softmax_xent_backward)
+                t.softmax_xent_forward && t.softmax_xent_backward && t.adam_step)
         << isa_name(level);
     if (level != IsaLevel::Ref) {
       EXPECT_NE(t.conv2d_forward, reference_kernels().conv2d_forward) << isa_name(level);

@@ -25,6 +25,9 @@ class Model {
   // May be called at any time between steps; re-sizes the per-thread workspaces for the reserved batch.
   void set_threads(int threads);
   int threads() const { return pool_ ? pool_->size() : 1; }
+  // The model's pool (null with one thread), for the caller's own per-step work, e.g. slicing the
+  // optimizer update with parallel_run(model.thread_pool(), ...).
+  ThreadPool* thread_pool() { return pool_.get(); }
 
   // Runs the layers on x [N, input...]; returns the logits [N, num_classes()].
   const float* forward(const ops::KernelTable& k, const float* x, int N);

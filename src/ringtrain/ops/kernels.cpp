@@ -39,6 +39,7 @@ const KernelTable& reference_kernels() {
     t.linear_backward = ref::linear_backward<float>;
     t.softmax_xent_forward = ref::softmax_xent_forward<float>;
     t.softmax_xent_backward = ref::softmax_xent_backward<float>;
+    t.adam_step = ref::adam_step;
     return t;
   }();
   return table;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ringtrain/ops/activation.h"
+#include "ringtrain/ops/adam.h"
 #include "ringtrain/ops/conv2d.h"
 #include "ringtrain/ops/conv_pool.h"
 #include "ringtrain/ops/linear.h"
@@ -48,6 +49,8 @@ struct KernelTable {
   float (*softmax_xent_forward)(float* probs, const float* logits, const uint8_t* labels, int N, int K) = nullptr;
   void (*softmax_xent_backward)(float* dlogits, const float* probs, const uint8_t* labels, int N, int K,
                                 float scale) = nullptr;
+  // Adam update of n floats (adam.h); bit-identical at every level.
+  void (*adam_step)(float* params, const float* grads, float* m, float* v, std::size_t n, const AdamStep& a) = nullptr;
 };
 
 // The reference kernels (always available).

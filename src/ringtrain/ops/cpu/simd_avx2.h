@@ -17,6 +17,16 @@ struct VecAvx2 {
   static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
   static R add(R a, R b) { return _mm256_add_ps(a, b); }
   static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
+  // a * b, rounded: the empty asm keeps the compiler from fusing it into a later add (g++ contracts
+  // a * b + c into an FMA by default in C++), for kernels that must match scalar code bit for bit.
+  static R mul_rounded(R a, R b) {
+    R p = mul(a, b);
+    __asm__("" : "+x"(p));
+    return p;
+  }
+  static R sub(R a, R b) { return _mm256_sub_ps(a, b); }
+  static R div(R a, R b) { return _mm256_div_ps(a, b); }
+  static R sqrt(R a) { return _mm256_sqrt_ps(a); }
   static R select_gt(R x, R y, R a, R b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, y, _CMP_GT_OQ)); }
   static R select_eq(R x, R y, R a, R b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, y, _CMP_EQ_OQ)); }
   static float reduce_add(R v) {

@@ -24,6 +24,16 @@ struct VecAvx512 {
   static R fma(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
   static R add(R a, R b) { return _mm512_add_ps(a, b); }
   static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
+  // a * b, rounded: the empty asm keeps the compiler from fusing it into a later add (g++ contracts
+  // a * b + c into an FMA by default in C++), for kernels that must match scalar code bit for bit.
+  static R mul_rounded(R a, R b) {
+    R p = mul(a, b);
+    __asm__("" : "+v"(p));
+    return p;
+  }
+  static R sub(R a, R b) { return _mm512_sub_ps(a, b); }
+  static R div(R a, R b) { return _mm512_div_ps(a, b); }
+  static R sqrt(R a) { return _mm512_sqrt_ps(a); }
   // x > y ? a : b (false for NaN, as the scalar comparison)
   static R select_gt(R x, R y, R a, R b) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, y, _CMP_GT_OQ), b, a); }
   static R select_eq(R x, R y, R a, R b) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, y, _CMP_EQ_OQ), b, a); }

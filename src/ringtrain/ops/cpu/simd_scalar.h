@@ -16,6 +16,16 @@ struct VecScalar {
   static R fma(R a, R b, R c) { return a * b + c; }
   static R add(R a, R b) { return a + b; }
   static R mul(R a, R b) { return a * b; }
+  // a * b, rounded: the empty asm keeps the compiler from fusing it into a later add (g++ contracts
+  // a * b + c into an FMA by default in C++), for kernels that must match scalar code bit for bit.
+  static R mul_rounded(R a, R b) {
+    R p = mul(a, b);
+    __asm__("" : "+x"(p));
+    return p;
+  }
+  static R sub(R a, R b) { return a - b; }
+  static R div(R a, R b) { return a / b; }
+  static R sqrt(R a) { return __builtin_sqrtf(a); }
   static R select_gt(R x, R y, R a, R b) { return x > y ? a : b; }
   static R select_eq(R x, R y, R a, R b) { return x == y ? a : b; }
   static float reduce_add(R v) { return v; }
