@@ -244,12 +244,13 @@ TEST(Golden, ForwardLossAndGradientsMatchPyTorch) {
 // OptimizersAloneMatchPyTorch; here, through the whole pipeline, each element's gradient error is measured at the
 // first step (PyTorch's gradient for it is b8.grads), taken twice (at least 2 float32 ulps) for every step, and an
 // element is ill-conditioned when lr * error / (|g| + eps) exceeds its share of the tolerance,
-// kTolerance * wscale / steps. Those are counted, printed and held only to a sanity bound (6 * lr: a few Adam
-// steps); there must be few of them (< 1%), or the check would mean little. Exact zeros are exempt: they come
+// kTolerance * wscale / steps. Those are counted, printed and held only to a sanity bound (lr: less than one
+// whole Adam step apart); there must be few of them (< 5%), or the check would mean little. Exact zeros are exempt: they come
 // from dead units or zero inputs, identically in PyTorch.
 struct Conditioning {
-  std::vector<uint8_t> ill;         // per element of the flat parameter buffer
-  std::vector<float> first_error;   // per element: |cpp - torch| of the first step's gradient
+  std::vector<uint8_t> ill;          // per element of the flat parameter buffer
+  std::vector<float> first_error;    // per element: |cpp - torch| of the first step's gradient, or, where that
+                                     // gradient was exactly zero (nothing measured), the tensor's largest one
   int count = 0;
 };
 
@@ -263,8 +264,18 @@ void mark_ill_conditioned(Conditioning& c, const nn::ParameterSet& p, const std:
     const float* w = p.params() + v.offset;
     double wscale = 0.0;
     for (std::size_t i = 0; i < v.numel; ++i) wscale = std::max(wscale, std::fabs(double(weights_ref[at + i])));
+    if (first_grads_ref) {
+      float largest = 0.0f;
+      for (std::size_t i = 0; i < v.numel; ++i) {
+        c.first_error[v.offset + i] = std::fabs(g[i] - (*first_grads_ref)[at + i]);
+        largest = std::max(largest, c.first_error[v.offset + i]);
+      }
+      // A dead unit at the first step can come alive with a gradient near eps later: nothing was measured
+      // for it, so it gets the tensor's largest error.
+      for (std::size_t i = 0; i < v.numel; ++i)
+        if ((*first_grads_ref)[at + i] == 0.0f) c.first_error[v.offset + i] = largest;
+    }
     for (std::size_t i = 0; i < v.numel; ++i) {
-      if (first_grads_ref) c.first_error[v.offset + i] = std::fabs(g[i] - (*first_grads_ref)[at + i]);
       double geff = std::fabs(double(g[i]) + wd * double(w[i]));
       double err = 2.0 * std::max(double(c.first_error[v.offset + i]), 2.0 * 0x1p-24 * std::fabs(double(g[i])));
       bool ill = geff != 0.0 && lr * err / (geff + eps) > kTolerance * wscale / steps;
@@ -323,13 +334,15 @@ TEST(Golden, ThreeOptimizerStepsMatchPyTorch) {
       // Well-conditioned elements strictly; ill-conditioned ones to the sanity bound.
       std::size_t at = 0;
       int worst_printed = 0;
+      double worst_ill = 0.0;
       for (const auto& v : p.views()) {
         std::vector<float> got(p.params() + v.offset, p.params() + v.offset + v.numel);
         std::vector<float> ref(want.begin() + at, want.begin() + at + v.numel);
         for (std::size_t i = 0; i < v.numel; ++i) {
           if (cond.ill.empty() || !cond.ill[v.offset + i]) continue;
           double d = std::fabs(double(got[i]) - double(ref[i]));
-          EXPECT_LE(d, 6.0 * h[0]) << what << " " << v.name << "[" << i << "] (ill-conditioned)";
+          EXPECT_LE(d, h[0]) << what << " " << v.name << "[" << i << "] (ill-conditioned)";
+          worst_ill = std::max(worst_ill, d);
           if (worst_printed++ < 3)
             std::printf("  %s %s[%zu]: ill-conditioned for Adam, |cpp - torch| = %.2e (lr %.0e)\n", what.c_str(),
                         v.name.c_str(), i, d, h[0]);
@@ -340,8 +353,9 @@ TEST(Golden, ThreeOptimizerStepsMatchPyTorch) {
         at += v.numel;
       }
       if (adam) {
-        std::printf("  %s: %d of %zu elements ill-conditioned for Adam\n", what.c_str(), cond.count, p.count());
-        EXPECT_LT(cond.count, int(p.count() / 100)) << "more than 1% ill-conditioned: the check would mean little";
+        std::printf("  %s: %d of %zu elements ill-conditioned for Adam (largest |cpp - torch| among them %.2e)\n",
+                    what.c_str(), cond.count, p.count(), worst_ill);
+        EXPECT_LT(cond.count, int(p.count() / 20)) << "more than 5% ill-conditioned: the check would mean little";
       }
     }
   std::printf("largest error (3 optimizer steps, well-conditioned elements): %.3e (tolerance %.0e)\n",
