@@ -63,6 +63,37 @@ TEST(Watchdog, QuickCollectivesNeverFire) {
   EXPECT_FALSE(w.fired());
 }
 
+TEST(Watchdog, NamesAnOperationWithoutData) {
+  Recorder rec;
+  Watchdog w(0.05, 1, 2, rec.action());
+  {
+    auto g = w.arm("barrier");
+    auto end = std::chrono::steady_clock::now() + 5s;
+    while (rec.count() == 0 && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(rec.count(), 1u);
+  EXPECT_NE(rec.messages[0].find("rank 1 of 2: collective barrier() did not finish"), std::string::npos)
+      << rec.messages[0];
+}
+
+// Arming allocates nothing: a fixed table of slots, reused after disarming; overflow goes unwatched.
+TEST(Watchdog, SlotsAreReusedAndOverflowIsHarmless) {
+  Recorder rec;
+  Watchdog w(0.1, 0, 2, rec.action());
+  for (int round = 0; round < 3; ++round) {
+    std::vector<Watchdog::Guard> guards;
+    for (int i = 0; i < 20; ++i) guards.push_back(w.arm("allreduce_sum", "float", std::size_t(i)));
+  }
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(rec.count(), 0u);
+  {
+    auto g = w.arm("broadcast", "byte", 7);  // a free slot again: watched
+    auto end = std::chrono::steady_clock::now() + 5s;
+    while (rec.count() == 0 && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(rec.count(), 1u);
+}
+
 TEST(Watchdog, ZeroTimeoutDisables) {
   Recorder rec;
   Watchdog w(0, 0, 2, rec.action());

@@ -34,15 +34,20 @@ Watchdog::~Watchdog() {
 
 Watchdog::Guard Watchdog::arm(const char* operation, const char* dtype, std::size_t count, const char* algo) {
   if (timeout_s_ <= 0) return Guard(nullptr, 0);
+  const auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mu_);
-  uint64_t id = next_id_++;
-  armed_.emplace(id, Armed{operation, dtype, count, algo, std::chrono::steady_clock::now()});
-  return Guard(this, id);
+  for (int i = 0; i < kSlots; ++i) {
+    if (used_[i]) continue;
+    used_[i] = true;
+    slots_[i] = Armed{operation, dtype, count, algo, now};
+    return Guard(this, uint64_t(i));
+  }
+  return Guard(nullptr, 0);  // more than kSlots threads in collectives at once: this one goes unwatched
 }
 
-void Watchdog::disarm(uint64_t id) {
+void Watchdog::disarm(uint64_t slot) {
   std::lock_guard<std::mutex> lock(mu_);
-  armed_.erase(id);
+  used_[slot] = false;
 }
 
 bool Watchdog::fired() const {
@@ -61,15 +66,16 @@ void Watchdog::run() {
     cv_.wait_for(lock, period);
     if (stop_ || fired_) continue;
     auto now = steady_clock::now();
-    for (const auto& [id, a] : armed_) {
-      if (now - a.start < limit) continue;
+    for (int i = 0; i < kSlots; ++i) {
+      if (!used_[i] || now - slots_[i].start < limit) continue;
+      const Armed a = slots_[i];
       fired_ = true;
-      char msg[512];
+      char what[128] = "", msg[512];
+      if (*a.dtype) std::snprintf(what, sizeof what, "%s x %zu%s%s", a.dtype, a.count, *a.algo ? ", " : "", a.algo);
       std::snprintf(msg, sizeof msg,
-                    "ringtrain: rank %d of %d: collective %s(%s%s%zu%s%s) did not finish within %g s "
+                    "ringtrain: rank %d of %d: collective %s(%s) did not finish within %g s "
                     "(--timeout); a peer rank has probably died or hung; aborting the whole job",
-                    rank_, world_size_, a.operation, a.dtype, *a.dtype ? " x " : "", a.count,
-                    *a.algo ? ", " : "", a.algo, timeout_s_);
+                    rank_, world_size_, a.operation, what, timeout_s_);
       std::string message = msg;
       lock.unlock();
       action_(message);

@@ -9,7 +9,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -30,7 +29,7 @@ class Watchdog {
   // Disarms on destruction.
   class Guard {
    public:
-    Guard(Watchdog* w, uint64_t id) : w_(w), id_(id) {}
+    Guard(Watchdog* w, uint64_t slot) : w_(w), id_(slot) {}
     Guard(Guard&& o) noexcept : w_(o.w_), id_(o.id_) { o.w_ = nullptr; }
     Guard(const Guard&) = delete;
     ~Guard() { if (w_) w_->disarm(id_); }
@@ -38,8 +37,9 @@ class Watchdog {
     Watchdog* w_;
     uint64_t id_;
   };
-  // operation: a static string ("allreduce_sum"); detail: what (e.g. "float x 48120, ring").
-  // The detail is only formatted into the message on timeout, so arming allocates nothing large.
+  // operation, dtype, algo: static strings ("allreduce_sum", "float", "ring"), count: elements. Arming
+  // allocates nothing (a fixed table of slots: one per thread in a collective, kSlots at most; beyond that
+  // a collective goes unwatched); the message is only formatted on timeout.
   Guard arm(const char* operation, const char* dtype = "", std::size_t count = 0, const char* algo = "");
 
   double timeout_s() const { return timeout_s_; }
@@ -53,7 +53,8 @@ class Watchdog {
     const char* algo;
     std::chrono::steady_clock::time_point start;
   };
-  void disarm(uint64_t id);
+  static constexpr int kSlots = 16;
+  void disarm(uint64_t slot);
   void run();
 
   double timeout_s_;
@@ -61,8 +62,8 @@ class Watchdog {
   TimeoutAction action_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<uint64_t, Armed> armed_;
-  uint64_t next_id_ = 1;
+  Armed slots_[kSlots] = {};
+  bool used_[kSlots] = {};
   bool stop_ = false, fired_ = false;
   std::thread thread_;
 };
