@@ -140,6 +140,12 @@ TEST(Safetensors, WriterRejectsInconsistentTensors) {
   t.shape = {-2, -3};
   EXPECT_THROW(write_safetensors(path, {t}), Error);
   EXPECT_THROW(write_safetensors(temp_dir() + "/no/such/dir/x.safetensors", {}), Error);
+  t.shape = {2, 3};
+  t.name = "bad\xff";  // JSON text is UTF-8: the writer refuses what the reader would
+  EXPECT_THROW(write_safetensors(path, {t}), Error);
+  t.name = "a";
+  EXPECT_THROW(write_safetensors(path, {t}, {{"k", "\xed\xa0\x80"}}), Error);
+  write_safetensors(path, {t}, {{"k", "\xf0\x9f\x98\x80"}});  // valid 4-byte UTF-8 is fine
 }
 
 TEST(Safetensors, MissingFileAndDirectoryAreErrors) {

@@ -289,6 +289,34 @@ void json_escape(std::string& out, const std::string& s) {
   out += '"';
 }
 
+// Whether s is well-formed UTF-8 (no overlong forms, surrogates or code points above U+10FFFF): JSON text
+// must be, so the writer refuses what the reader would.
+bool valid_utf8(const std::string& s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    unsigned char b0 = static_cast<unsigned char>(s[i]);
+    if (b0 < 0x80) {
+      ++i;
+      continue;
+    }
+    int len;
+    unsigned cp, min;
+    if (b0 >= 0xC2 && b0 <= 0xDF) len = 2, cp = b0 & 0x1F, min = 0x80;
+    else if (b0 >= 0xE0 && b0 <= 0xEF) len = 3, cp = b0 & 0x0F, min = 0x800;
+    else if (b0 >= 0xF0 && b0 <= 0xF4) len = 4, cp = b0 & 0x07, min = 0x10000;
+    else return false;
+    if (s.size() - i < std::size_t(len)) return false;
+    for (int k = 1; k < len; ++k) {
+      unsigned char b = static_cast<unsigned char>(s[i + k]);
+      if ((b & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += std::size_t(len);
+  }
+  return true;
+}
+
 // numel * dtype size, or false on overflow or a negative dimension.
 bool tensor_nbytes(const Shape& shape, DType dtype, uint64_t* out) {
   uint64_t n = 1;
@@ -331,6 +359,7 @@ std::vector<uint8_t> serialize_safetensors(const std::vector<SafetensorsTensor>&
     header += "\"__metadata__\":{";
     bool first = true;
     for (const auto& [k, v] : metadata) {
+      check(valid_utf8(k) && valid_utf8(v), what + ": metadata \"" + k + "\" is not valid UTF-8");
       if (!first) header += ',';
       first = false;
       json_escape(header, k);
@@ -344,6 +373,7 @@ std::vector<uint8_t> serialize_safetensors(const std::vector<SafetensorsTensor>&
   for (const auto& t : tensors) {
     check(!t.name.empty(), what + ": a tensor has an empty name");
     check(t.name != "__metadata__", what + ": \"__metadata__\" cannot name a tensor");
+    check(valid_utf8(t.name), what + ": tensor name '" + t.name + "' is not valid UTF-8");
     check(seen.insert(t.name).second, what + ": tensor '" + t.name + "' appears twice");
     uint64_t nbytes = 0;
     check(tensor_nbytes(t.shape, t.dtype, &nbytes),
@@ -482,7 +512,11 @@ SafetensorsFile parse_safetensors(const uint8_t* data, std::size_t size, const s
               offsets->values[0].kind == Json::Kind::Integer && offsets->values[1].kind == Json::Kind::Integer,
           where + ": data_offsets must be an array of two integers");
     const int64_t b = offsets->values[0].num, e = offsets->values[1].num;
-    const std::string offs = "[" + std::to_string(b) + "," + std::to_string(e) + "]";
+    std::string offs = "[";  // appended piecewise: "[" + std::to_string() trips GCC 12's -Wrestrict (PR105651)
+    offs += std::to_string(b);
+    offs += ',';
+    offs += std::to_string(e);
+    offs += ']';
     check(b >= 0 && e >= b, where + ": bad data_offsets " + offs);
     check(uint64_t(e) <= buffer_size, where + ": data_offsets " + offs + " run past the " +
                                           std::to_string(buffer_size) + "-byte data buffer");
