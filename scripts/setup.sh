@@ -9,6 +9,7 @@ PACKAGES=(
   zlib1g-dev libpng-dev
   libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev         # libFuzzer targets for the file parsers (scripts/fuzz.sh)
   libdnnl-dev                      # oneDNN: only the measured rival in the benchmarks
   dataset-fashion-mnist            # Fashion-MNIST IDX files under /usr/share/datasets
   python3 python3-numpy python3-torch libopenblas0-openmp   # golden fixtures, PyTorch checks and baselines

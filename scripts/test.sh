@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the whole test suite: the Release build's tests (CTest: unit tests,
-# multi-rank tests through mpirun, CLI tests), then the parsers and kernels again under ASan+UBSan.
+# multi-rank tests through mpirun, CLI tests), then the parsers and kernels again under ASan+UBSan,
+# then libFuzzer on the file parsers for 60 s each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -17,3 +18,6 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGTRAIN_
 cmake --build build-asan -j "$(nproc)"
 ASAN_OPTIONS=detect_leaks=0 RINGTRAIN_ISA=scalar \
   ctest --test-dir build-asan --output-on-failure -j 2 -R "${RINGTRAIN_ASAN_TESTS:-Idx|Safetensors|Checkpoint|Kernel|Ops|Gradient|Loader|Expand|Dataset}"
+
+echo "== fuzzing the IDX and safetensors parsers (libFuzzer, ASan + UBSan)"
+FUZZ_SECONDS=${FUZZ_SECONDS:-60} scripts/fuzz.sh
