@@ -9,21 +9,24 @@ Shape ReLU::configure(const Shape& in) {
   return in;
 }
 
-void ReLU::forward(const ops::KernelTable& k, ParameterSet&, const float* in, float* out, int N) {
-  parallel_run(pool_, [&](int t) {
-    auto [lo, hi] = slice_of(N, threads(), t, 16);
-    if (hi > lo) k.relu_forward(out + lo * per_sample_, in + lo * per_sample_, (hi - lo) * per_sample_);
-  });
+void ReLU::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
+  forward_slice(k, p, in, out, {N, 0, N, 0});
 }
 
-void ReLU::backward(const ops::KernelTable& k, ParameterSet&, const float*, const float* out, const float* dout,
+void ReLU::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
                     float* din, int N) {
-  if (!din) return;
-  parallel_run(pool_, [&](int t) {
-    auto [lo, hi] = slice_of(N, threads(), t, 16);
-    if (hi > lo)
-      k.relu_backward(din + lo * per_sample_, dout + lo * per_sample_, out + lo * per_sample_, (hi - lo) * per_sample_);
-  });
+  backward_slice(k, p, in, out, dout, din, {N, 0, N, 0});
+}
+
+void ReLU::forward_slice(const ops::KernelTable& k, ParameterSet&, const float* in, float* out, const Slice& s) {
+  if (s.empty()) return;
+  k.relu_forward(out, in, s.size() * per_sample_);
+}
+
+void ReLU::backward_slice(const ops::KernelTable& k, ParameterSet&, const float*, const float* out, const float* dout,
+                          float* din, const Slice& s) {
+  if (!din || s.empty()) return;
+  k.relu_backward(din, dout, out, s.size() * per_sample_);
 }
 
 Shape MaxPool2d::configure(const Shape& in) {
@@ -42,23 +45,26 @@ void MaxPool2d::reserve(int max_batch) {
   argmax_.resize(std::size_t(max_batch) * in_[0] * (in_[1] / window_) * (in_[2] / window_));
 }
 
-void MaxPool2d::forward(const ops::KernelTable& k, ParameterSet&, const float* in, float* out, int N) {
-  const int64_t in_per = in_[0] * in_[1] * in_[2], out_per = in_[0] * (in_[1] / window_) * (in_[2] / window_);
-  parallel_run(pool_, [&](int t) {
-    auto [lo, hi] = slice_of(N, threads(), t, 16);
-    if (hi > lo) k.maxpool2d_forward(out + lo * out_per, argmax_.data() + lo * out_per, in + lo * in_per, shape(hi - lo));
-  });
+void MaxPool2d::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
+  forward_slice(k, p, in, out, {N, 0, N, 0});
 }
 
-void MaxPool2d::backward(const ops::KernelTable& k, ParameterSet&, const float*, const float*, const float* dout,
-                         float* din, int N) {
-  if (!din) return;
-  const int64_t in_per = in_[0] * in_[1] * in_[2], out_per = in_[0] * (in_[1] / window_) * (in_[2] / window_);
-  parallel_run(pool_, [&](int t) {
-    auto [lo, hi] = slice_of(N, threads(), t, 16);
-    if (hi > lo)
-      k.maxpool2d_backward(din + lo * in_per, dout + lo * out_per, argmax_.data() + lo * out_per, shape(hi - lo));
-  });
+void MaxPool2d::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
+                         const float* dout, float* din, int N) {
+  backward_slice(k, p, in, out, dout, din, {N, 0, N, 0});
+}
+
+void MaxPool2d::forward_slice(const ops::KernelTable& k, ParameterSet&, const float* in, float* out, const Slice& s) {
+  if (s.empty()) return;
+  const int64_t out_per = in_[0] * (in_[1] / window_) * (in_[2] / window_);
+  k.maxpool2d_forward(out, argmax_.data() + s.n0 * out_per, in, shape(s.size()));
+}
+
+void MaxPool2d::backward_slice(const ops::KernelTable& k, ParameterSet&, const float*, const float*, const float* dout,
+                               float* din, const Slice& s) {
+  if (!din || s.empty()) return;
+  const int64_t out_per = in_[0] * (in_[1] / window_) * (in_[2] / window_);
+  k.maxpool2d_backward(din, dout, argmax_.data() + s.n0 * out_per, shape(s.size()));
 }
 
 }  // namespace ringtrain::nn

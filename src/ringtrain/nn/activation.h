@@ -14,6 +14,10 @@ class ReLU : public Layer {
   void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) override;
   void backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
                 float* din, int N) override;
+  bool supports_slices() const override { return true; }
+  void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
+  void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
+                      float* din, const Slice& s) override;
 
  private:
   int64_t per_sample_ = 0;
@@ -27,6 +31,10 @@ class MaxPool2d : public Layer {
   void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) override;
   void backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
                 float* din, int N) override;
+  bool supports_slices() const override { return true; }
+  void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
+  void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
+                      float* din, const Slice& s) override;
 
  private:
   ops::PoolShape shape(int N) const;

@@ -39,34 +39,33 @@ void Conv2d::reserve(int max_batch) {
 }
 
 void Conv2d::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
-  const std::size_t in_per = std::size_t(shape_.C) * shape_.H * shape_.W;
-  const std::size_t out_per = std::size_t(shape_.K) * shape_.P() * shape_.Q();
-  parallel_run(pool_, [&](int t) {
-    auto [lo, hi] = slice_of(N, threads(), t, 16);
-    if (hi > lo)
-      k.conv2d_forward(out + lo * out_per, in + lo * in_per, p.param(param_indices_[0]), p.param(param_indices_[1]),
-                       shape(hi - lo));
-  });
+  forward_slice(k, p, in, out, {N, 0, N, 0});
 }
 
 void Conv2d::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
                       const float* dout, float* din, int N) {
-  const std::size_t in_per = std::size_t(shape_.C) * shape_.H * shape_.W;
-  const std::size_t out_per = std::size_t(shape_.K) * shape_.P() * shape_.Q();
-  float* dweight = p.grad(param_indices_[0]);
-  float* dbias = p.grad(param_indices_[1]);
-  parallel_run(pool_, [&](int t) {
-    auto [lo, hi] = slice_of(N, threads(), t, 16);
-    if (hi == lo) {
-      partials_.zero_slot(t, 0, dweight);
-      partials_.zero_slot(t, 1, dbias);
-      return;
-    }
-    k.conv2d_backward_weight(partials_.slot(t, 0, dweight), partials_.slot(t, 1, dbias), dout + lo * out_per,
-                             in + lo * in_per, shape(hi - lo));
-    if (din) k.conv2d_backward_data(din + lo * in_per, dout + lo * out_per, p.param(param_indices_[0]), shape(hi - lo));
-  });
-  partials_.reduce(pool_, {dweight, dbias});
+  backward_slice(k, p, in, out, dout, din, {N, 0, N, 0});
 }
+
+void Conv2d::forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) {
+  if (s.empty()) return;
+  k.conv2d_forward(out, in, p.param(param_indices_[0]), p.param(param_indices_[1]),
+                   shape(s.size()));
+}
+
+void Conv2d::backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float*,
+                            const float* dout, float* din, const Slice& s) {
+  float* dweight = partials_.slot(s.t, 0, p.grad(param_indices_[0]));
+  float* dbias = partials_.slot(s.t, 1, p.grad(param_indices_[1]));
+  if (s.empty()) {
+    partials_.zero_slot(s.t, 0, dweight);
+    partials_.zero_slot(s.t, 1, dbias);
+    return;
+  }
+  k.conv2d_backward_weight(dweight, dbias, dout, in, shape(s.size()));
+  if (din) k.conv2d_backward_data(din, dout, p.param(param_indices_[0]), shape(s.size()));
+}
+
+void Conv2d::reduce_grads(ParameterSet& p) { partials_.reduce({p.grad(param_indices_[0]), p.grad(param_indices_[1])}); }
 
 }  // namespace ringtrain::nn

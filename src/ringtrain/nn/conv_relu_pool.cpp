@@ -6,11 +6,6 @@
 
 namespace ringtrain::nn {
 
-namespace {
-// Batch slices start on multiples of 16 samples: whole vector blocks for every ISA's kernels.
-constexpr int kBatchAlign = 16;
-}  // namespace
-
 Conv2dReluPool::Conv2dReluPool(std::string name, int in_channels, int out_channels, int kernel, int stride, int pad)
     : Layer(std::move(name)) {
   shape_.C = in_channels;
@@ -46,7 +41,7 @@ ops::Conv2dShape Conv2dReluPool::shape(int N) const {
 std::size_t Conv2dReluPool::saved_offset(const ops::KernelTable& k, int N, int t) const {
   std::size_t off = 0;
   for (int u = 0; u < t; ++u) {
-    auto [lo, hi] = slice_of(N, threads(), u, kBatchAlign);
+    auto [lo, hi] = slice_of(N, threads(), u, kSliceAlign);
     if (hi > lo) off += k.conv2d_relu_pool_saved(shape(hi - lo));
   }
   return off;
@@ -63,63 +58,80 @@ void Conv2dReluPool::reserve(int max_batch) {
   partials_.reserve(threads(), {std::size_t(shape_.K) * shape_.C * shape_.R * shape_.S, std::size_t(shape_.K)});
 }
 
-void Conv2dReluPool::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
-  const float* weight = p.param(param_indices_[0]);
-  const float* bias = p.param(param_indices_[1]);
-  const std::size_t in_per = std::size_t(shape_.C) * shape_.H * shape_.W;
-  const std::size_t out_per = std::size_t(shape_.K) * (shape_.P() / 2) * (shape_.Q() / 2);
+void Conv2dReluPool::prepare(const ops::KernelTable& k) {
   if (k.conv2d_relu_pool_forward) {
-    if (saved_offset(k, N, threads()) > saved_.size()) throw Error(name_ + ": batch larger than reserved");
-    parallel_run(pool_, [&](int t) {
-      auto [lo, hi] = slice_of(N, threads(), t, kBatchAlign);
-      if (hi == lo) return;
-      k.conv2d_relu_pool_forward(out + lo * out_per, saved_.data() + saved_offset(k, N, t), in + lo * in_per, weight,
-                                 bias, shape(hi - lo));
-    });
+    if (saved_offset(k, max_batch_, threads()) > saved_.size()) throw Error(name_ + ": saved state not reserved");
     return;
   }
-  // The reference composition (buffers sized on first use, for the reserved batch).
+  // The reference composition's buffers, sized on first use for the reserved batch.
   const std::size_t pre = std::size_t(max_batch_) * shape_.K * shape_.P() * shape_.Q();
   if (pre_.size() < pre) {
     pre_.resize(pre);
     act_.resize(pre);
     dact_.resize(pre);
-    argmax_.resize(std::size_t(max_batch_) * out_per);
+    argmax_.resize(pre / 4);
   }
-  const ops::Conv2dShape s = shape(N);
-  k.conv2d_forward(pre_.data(), in, weight, bias, s);
-  k.relu_forward(act_.data(), pre_.data(), int64_t(N) * shape_.K * shape_.P() * shape_.Q());
-  k.maxpool2d_forward(out, argmax_.data(), act_.data(), {N * shape_.K, shape_.P(), shape_.Q(), 2});
 }
 
-void Conv2dReluPool::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float*,
+void Conv2dReluPool::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
+  prepare(k);
+  forward_slice(k, p, in, out, {N, 0, N, 0});
+}
+
+void Conv2dReluPool::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
                               const float* dout, float* din, int N) {
+  backward_slice(k, p, in, out, dout, din, {N, 0, N, 0});
+}
+
+void Conv2dReluPool::forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out,
+                                   const Slice& sl) {
+  if (sl.empty()) return;
   const float* weight = p.param(param_indices_[0]);
-  float* dweight = p.grad(param_indices_[0]);
-  float* dbias = p.grad(param_indices_[1]);
-  const std::size_t in_per = std::size_t(shape_.C) * shape_.H * shape_.W;
-  const std::size_t out_per = std::size_t(shape_.K) * (shape_.P() / 2) * (shape_.Q() / 2);
-  if (k.conv2d_relu_pool_backward) {
-    parallel_run(pool_, [&](int t) {
-      auto [lo, hi] = slice_of(N, threads(), t, kBatchAlign);
-      if (hi == lo) {
-        partials_.zero_slot(t, 0, dweight);
-        partials_.zero_slot(t, 1, dbias);
-        return;
-      }
-      k.conv2d_relu_pool_backward(din ? din + lo * in_per : nullptr, partials_.slot(t, 0, dweight),
-                                  partials_.slot(t, 1, dbias), dout + lo * out_per,
-                                  saved_.data() + saved_offset(k, N, t), weight, shape(hi - lo));
-    });
-    partials_.reduce(pool_, {dweight, dbias});
+  const float* bias = p.param(param_indices_[1]);
+  const std::size_t pre_per = std::size_t(shape_.K) * shape_.P() * shape_.Q();
+  const std::size_t out_per = pre_per / 4;
+  const ops::Conv2dShape s = shape(sl.size());
+  if (k.conv2d_relu_pool_forward) {
+    k.conv2d_relu_pool_forward(out, saved_.data() + saved_offset(k, sl.N, sl.t), in,
+                               weight, bias, s);
     return;
   }
-  const ops::Conv2dShape s = shape(N);
-  const int64_t n = int64_t(N) * shape_.K * shape_.P() * shape_.Q();
-  k.maxpool2d_backward(dact_.data(), dout, argmax_.data(), {N * shape_.K, shape_.P(), shape_.Q(), 2});
-  k.relu_backward(dact_.data(), dact_.data(), act_.data(), n);
-  k.conv2d_backward_weight(dweight, dbias, dact_.data(), in, s);
-  if (din) k.conv2d_backward_data(din, dact_.data(), weight, s);
+  float* pre = pre_.data() + sl.n0 * pre_per;
+  float* act = act_.data() + sl.n0 * pre_per;
+  k.conv2d_forward(pre, in, weight, bias, s);
+  k.relu_forward(act, pre, int64_t(sl.size() * pre_per));
+  k.maxpool2d_forward(out, argmax_.data() + sl.n0 * out_per, act,
+                      {sl.size() * shape_.K, shape_.P(), shape_.Q(), 2});
+}
+
+void Conv2dReluPool::backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float*,
+                                    const float* dout, float* din, const Slice& sl) {
+  const float* weight = p.param(param_indices_[0]);
+  float* dweight = partials_.slot(sl.t, 0, p.grad(param_indices_[0]));
+  float* dbias = partials_.slot(sl.t, 1, p.grad(param_indices_[1]));
+  if (sl.empty()) {
+    partials_.zero_slot(sl.t, 0, dweight);
+    partials_.zero_slot(sl.t, 1, dbias);
+    return;
+  }
+  const std::size_t pre_per = std::size_t(shape_.K) * shape_.P() * shape_.Q();
+  const std::size_t out_per = pre_per / 4;
+  const ops::Conv2dShape s = shape(sl.size());
+  if (k.conv2d_relu_pool_backward) {
+    k.conv2d_relu_pool_backward(din, dweight, dbias, dout,
+                                saved_.data() + saved_offset(k, sl.N, sl.t), weight, s);
+    return;
+  }
+  float* dact = dact_.data() + sl.n0 * pre_per;
+  k.maxpool2d_backward(dact, dout, argmax_.data() + sl.n0 * out_per,
+                       {sl.size() * shape_.K, shape_.P(), shape_.Q(), 2});
+  k.relu_backward(dact, dact, act_.data() + sl.n0 * pre_per, int64_t(sl.size() * pre_per));
+  k.conv2d_backward_weight(dweight, dbias, dact, in, s);
+  if (din) k.conv2d_backward_data(din, dact, weight, s);
+}
+
+void Conv2dReluPool::reduce_grads(ParameterSet& p) {
+  partials_.reduce({p.grad(param_indices_[0]), p.grad(param_indices_[1])});
 }
 
 }  // namespace ringtrain::nn

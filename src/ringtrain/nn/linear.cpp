@@ -23,31 +23,34 @@ void Linear::reserve(int max_batch) {
 }
 
 void Linear::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
-  parallel_run(pool_, [&](int t) {
-    auto [lo, hi] = slice_of(N, threads(), t, 16);
-    if (hi > lo)
-      k.linear_forward(out + std::size_t(lo) * out_features_, in + std::size_t(lo) * in_features_,
-                       p.param(param_indices_[0]), p.param(param_indices_[1]), {hi - lo, in_features_, out_features_});
-  });
+  forward_slice(k, p, in, out, {N, 0, N, 0});
 }
 
 void Linear::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
                       const float* dout, float* din, int N) {
-  float* dweight = p.grad(param_indices_[0]);
-  float* dbias = p.grad(param_indices_[1]);
-  parallel_run(pool_, [&](int t) {
-    auto [lo, hi] = slice_of(N, threads(), t, 16);
-    if (hi == lo) {
-      partials_.zero_slot(t, 0, dweight);
-      partials_.zero_slot(t, 1, dbias);
-      return;
-    }
-    k.linear_backward(din ? din + std::size_t(lo) * in_features_ : nullptr, partials_.slot(t, 0, dweight),
-                      partials_.slot(t, 1, dbias), dout + std::size_t(lo) * out_features_,
-                      in + std::size_t(lo) * in_features_, p.param(param_indices_[0]),
-                      {hi - lo, in_features_, out_features_});
-  });
-  partials_.reduce(pool_, {dweight, dbias});
+  backward_slice(k, p, in, out, dout, din, {N, 0, N, 0});
 }
+
+void Linear::forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) {
+  if (s.empty()) return;
+  k.linear_forward(out, in,
+                   p.param(param_indices_[0]), p.param(param_indices_[1]), {s.size(), in_features_, out_features_});
+}
+
+void Linear::backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float*,
+                            const float* dout, float* din, const Slice& s) {
+  float* dweight = partials_.slot(s.t, 0, p.grad(param_indices_[0]));
+  float* dbias = partials_.slot(s.t, 1, p.grad(param_indices_[1]));
+  if (s.empty()) {
+    partials_.zero_slot(s.t, 0, dweight);
+    partials_.zero_slot(s.t, 1, dbias);
+    return;
+  }
+  k.linear_backward(din, dweight, dbias,
+                    dout, in,
+                    p.param(param_indices_[0]), {s.size(), in_features_, out_features_});
+}
+
+void Linear::reduce_grads(ParameterSet& p) { partials_.reduce({p.grad(param_indices_[0]), p.grad(param_indices_[1])}); }
 
 }  // namespace ringtrain::nn

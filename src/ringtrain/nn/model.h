@@ -1,6 +1,7 @@
 // Model: a sequence of layers with its ParameterSet and its activation buffers.
 // Activations are sized once by reserve(max_batch); forward and backward then allocate nothing.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 
@@ -20,9 +21,13 @@ class Model {
   void init_parameters(uint64_t seed);
   // Sizes activation buffers for batches of up to max_batch samples (no-op if already large enough).
   void reserve(int max_batch);
-  // Splits every layer's batch across `threads` threads of one pool owned by the model (the caller
-  // is thread 0, so threads - 1 workers start). 1 (the default) runs everything on the caller.
-  // May be called at any time between steps; re-sizes the per-thread workspaces for the reserved batch.
+  // Splits every step across `threads` threads of one pool owned by the model (the caller is thread 0,
+  // so threads - 1 workers start; 1, the default, runs everything on the caller). Each thread runs the
+  // whole forward, then the whole backward, on its slice of the batch (whole blocks of 16 samples), so
+  // threads meet only twice a step; each layer's parameter gradients are summed over the slices in slice
+  // order (the same result every run for a given T) on the calling thread, which then calls the hook.
+  // May be called between steps; re-sizes the per-thread workspaces for the reserved batch. Throws if a
+  // layer cannot run on slices.
   void set_threads(int threads);
   int threads() const { return pool_ ? pool_->size() : 1; }
   // The model's pool (null with one thread), for the caller's own per-step work, e.g. slicing the
@@ -52,7 +57,9 @@ class Model {
   std::vector<AlignedBuffer<float>> acts_;    // acts_[i]: output of layer i
   AlignedBuffer<float> grad_a_, grad_b_;      // ping-pong buffers for activation gradients
   int max_batch_ = 0;
+  int64_t largest_ = 0;                       // largest per-sample activation, in floats
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<std::atomic<int>[]> done_;  // per layer: slices 1..T-1 whose backward finished
 };
 
 }  // namespace ringtrain::nn

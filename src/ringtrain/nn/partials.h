@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "ringtrain/core/aligned.h"
-#include "ringtrain/core/thread_pool.h"
 
 namespace ringtrain::nn {
 
@@ -31,20 +30,15 @@ class GradPartials {
     return t == 0 ? final_grad : buffer_.data() + std::size_t(t - 1) * stride_ + offsets_[i];
   }
   void zero_slot(int t, int i, float* final_grad) { std::memset(slot(t, i, final_grad), 0, sizes_[i] * sizeof(float)); }
-  // final_grads[i] += sum over t = 1..T-1 of slot(t, i), in slice order; elements split across the pool.
-  void reduce(ThreadPool* pool, std::initializer_list<float*> final_grads) {
-    if (threads_ <= 1) return;
-    parallel_run(pool, [&](int part) {
-      const int parts = pool ? pool->size() : 1;
-      for (std::size_t i = 0; i < sizes_.size(); ++i) {
-        auto [lo, hi] = slice_of(int(sizes_[i]), parts, part, 16);
-        float* g = final_grads.begin()[i];
-        for (int t = 1; t < threads_; ++t) {
-          const float* src = buffer_.data() + std::size_t(t - 1) * stride_ + offsets_[i];
-          for (int j = lo; j < hi; ++j) g[j] += src[j];
-        }
+  // final_grads[i] += sum over t = 1..T-1 of slot(t, i), in slice order.
+  void reduce(std::initializer_list<float*> final_grads) {
+    for (std::size_t i = 0; i < sizes_.size(); ++i) {
+      float* g = final_grads.begin()[i];
+      for (int t = 1; t < threads_; ++t) {
+        const float* src = buffer_.data() + std::size_t(t - 1) * stride_ + offsets_[i];
+        for (std::size_t j = 0; j < sizes_[i]; ++j) g[j] += src[j];
       }
-    });
+    }
   }
 
  private:
