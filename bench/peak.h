@@ -91,16 +91,24 @@ inline double thread_cpu_seconds() {
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
-// Best GFLOP/s (per CPU second) of `tries` timed runs of about `seconds` each.
+inline double wall_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Best GFLOP/s (per CPU second, or per wall second with clock = wall_seconds) of `tries` timed runs
+// of about `seconds` each.
 template <class Loop>
-double measure_gflops(Loop loop, double flop_per_iter, double seconds = 0.05, int tries = 5) {
+double measure_gflops(Loop loop, double flop_per_iter, double seconds = 0.05, int tries = 5,
+                      double (*clock)() = thread_cpu_seconds) {
   int64_t iters = 1 << 16;
   double best = 0.0;
   for (int t = 0; t < tries + 1; ++t) {
-    const double t0 = thread_cpu_seconds();
+    const double t0 = clock();
     volatile float sink = loop(iters);
     (void)sink;
-    const double s = thread_cpu_seconds() - t0;
+    const double s = clock() - t0;
     if (t > 0) best = std::max(best, double(iters) * flop_per_iter / s * 1e-9);  // first run: warm-up, sizing
     iters = std::max<int64_t>(1 << 12, int64_t(double(iters) * seconds / std::max(s, 1e-6)));
   }
