@@ -1,7 +1,10 @@
 // One LeNet-5 training step (forward, softmax cross-entropy, backward, Adam) on synthetic MNIST-shaped
 // data, timed: ringtrain's side of bench/compare_torch.sh, without data loading or the CLI.
 //
-//   bench_train_step [--batch 256] [--threads 1] [--isa avx512] [--steps 200] [--repeats 5]
+//   bench_train_step [--batch 256] [--threads 1] [--isa avx512] [--steps 200] [--repeats 5] [--data DIR]
+//
+// --data DIR: the first 8 batches of DIR/train-images-idx3-ubyte(.gz) and its labels (e.g. Debian's
+// /usr/share/datasets/fashion-mnist), pixels scaled to [0,1] as the trainer does; else uniform noise.
 //
 // Prints samples/s as the median over `repeats` timed runs of `steps` steps each (after warm-up
 // steps), and the whole-step GFLOP/s from the nominal 2.26 MFLOP per sample (bench_ops times each op).
@@ -15,7 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "ringtrain/core/error.h"
 #include "ringtrain/core/rng.h"
+#include "ringtrain/data/idx.h"
 #include "ringtrain/nn/models/lenet5.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/optim/optimizer.h"
@@ -51,7 +56,7 @@ const char* arg_str(int argc, char** argv, const char* name, const char* def) {
 }
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const int batch = arg_int(argc, argv, "--batch", 256);
   const int threads = arg_int(argc, argv, "--threads", 1);
   const int steps = arg_int(argc, argv, "--steps", std::max(20, 50000 / batch));
@@ -59,13 +64,33 @@ int main(int argc, char** argv) {
   const ops::IsaLevel level = ops::parse_isa(arg_str(argc, argv, "--isa", ops::isa_name(ops::default_isa())));
   const ops::KernelTable& k = ops::kernels_for(level);
 
-  // 8 batches of noise in [0, 1) with random labels, cycled (the data's values do not change the work).
+  // 8 batches, cycled: real images with --data, else noise in [0, 1) with random labels.
   const int nbatches = 8;
-  Rng rng(1);
   std::vector<float> x(std::size_t(nbatches) * batch * 784);
   std::vector<uint8_t> y(std::size_t(nbatches) * batch);
-  for (auto& v : x) v = rng.uniform();
-  for (auto& l : y) l = uint8_t(rng.below(10));
+  const char* dir = arg_str(argc, argv, "--data", nullptr);
+  if (dir) {
+    auto open = [&](const char* name) {
+      const std::string base = std::string(dir) + "/" + name;
+      try {
+        return data::read_idx(base + ".gz");
+      } catch (const Error&) {
+        return data::read_idx(base);
+      }
+    };
+    const data::IdxArray images = open("train-images-idx3-ubyte"), labels = open("train-labels-idx1-ubyte");
+    if (images.dims.size() != 3 || images.dims[1] != 28 || images.dims[2] != 28 || images.dims[0] < int64_t(y.size()) ||
+        labels.dims[0] < int64_t(y.size())) {
+      std::fprintf(stderr, "bench_train_step: %s: need at least %zu 28x28 images and labels\n", dir, y.size());
+      return 1;
+    }
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(images.data[i]) / 255.0f;
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] = labels.data[i];
+  } else {
+    Rng rng(1);
+    for (auto& v : x) v = rng.uniform();
+    for (auto& l : y) l = uint8_t(rng.below(10));
+  }
 
   auto model = nn::make_lenet5();
   model->init_parameters(0);
@@ -99,9 +124,9 @@ int main(int argc, char** argv) {
   std::sort(rates.begin(), rates.end());
   std::sort(cpu_rates.begin(), cpu_rates.end());
   const double median = rates[rates.size() / 2];
-  std::printf("ringtrain lenet5 isa=%s threads=%d batch=%d steps=%d repeats=%d: %.0f samples/s (median; min %.0f, max %.0f), "
+  std::printf("ringtrain lenet5 isa=%s threads=%d batch=%d steps=%d repeats=%d data=%s: %.0f samples/s (median; min %.0f, max %.0f), "
               "%.1f GFLOP/s, loss %.4f\n",
-              ops::isa_name(level), threads, batch, steps, repeats, median, rates.front(), rates.back(),
+              ops::isa_name(level), threads, batch, steps, repeats, dir ? dir : "noise", median, rates.front(), rates.back(),
               median * lenet_flop_per_sample() * 1e-9, last_loss);
   // Per second of CPU time used by the process (all its threads): on a shared machine, what the step
   // costs when it does get a core. Equals the figure above on a quiet machine with --threads 1.
@@ -109,4 +134,13 @@ int main(int argc, char** argv) {
               cpu_rates[cpu_rates.size() / 2] * lenet_flop_per_sample() * 1e-9);
 
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_train_step: %s\n", e.what());
+    return 1;
+  }
 }
