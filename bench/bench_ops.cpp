@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "peak.h"
+#include "ringtrain/core/peak.h"
 #include "ringtrain/core/rng.h"
 #include "ringtrain/ops/kernels.h"
 #ifdef RINGTRAIN_HAVE_DNNL

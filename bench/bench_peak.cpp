@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "peak.h"
+#include "ringtrain/core/peak.h"
 
 using namespace ringtrain::bench;
 
