@@ -1,5 +1,5 @@
 // Conv2d layer: weight [K,C,R,S] and bias [K], stride and zero padding (PyTorch's nn.Conv2d).
-// The batch is split across the layer's threads; weight gradients are reduced in slice order.
+// Runs on slices of a batch (Model::set_threads); per-slice weight gradients are summed in slice order.
 #pragma once
 #include "ringtrain/nn/layer.h"
 #include "ringtrain/nn/partials.h"

@@ -2,8 +2,8 @@
 // Owns "<name>.weight" [K,C,R,S] and "<name>.bias" [K] exactly as Conv2d does, so checkpoints and
 // the gradient hook see the same parameters. Runs the KernelTable's fused kernels when the table has
 // them (ops/conv_pool.h: one pass over memory, the pooling decision kept as a code per output) and
-// otherwise the reference composition conv2d -> relu -> maxpool2d; the batch is split across the
-// layer's threads, and each thread's weight gradient is reduced in slice order.
+// otherwise the reference composition conv2d -> relu -> maxpool2d. Runs on slices of a batch
+// (Model::set_threads); per-slice weight gradients are summed in slice order.
 #pragma once
 #include <cstdint>
 

@@ -1,6 +1,6 @@
 // Linear layer: weight [O,I], bias [O] (PyTorch's nn.Linear). Flattens its input, so it follows a
-// convolution directly (PyTorch's torch.flatten(x, 1) order: C, then H, then W). The batch is split
-// across the layer's threads; weight gradients are reduced in slice order.
+// convolution directly (PyTorch's torch.flatten(x, 1) order: C, then H, then W). Runs on slices of a
+// batch (Model::set_threads); per-slice weight gradients are summed in slice order.
 #pragma once
 #include "ringtrain/nn/layer.h"
 #include "ringtrain/nn/partials.h"
