@@ -1,7 +1,8 @@
 // ThreadPool: a fixed set of threads inside one process (one rank) that run the same task on T
-// slices of a batch (`--threads T`). The calling thread is slice 0, so T threads means T-1 workers
-// and no oversubscription: a rank with T threads uses exactly T cores. Workers spin briefly between
-// tasks (a training step issues ~20 in a row) and then sleep on a condition variable.
+// slices of a batch (`--threads T`; nn::Model::set_threads). The calling thread is slice 0, so T
+// threads means T-1 workers and no oversubscription: a rank with T threads uses exactly T cores.
+// Workers spin briefly between tasks (a training step issues two: forward and backward) and then
+// sleep on a condition variable.
 #pragma once
 #include <algorithm>
 #include <atomic>
