@@ -8,5 +8,6 @@ int train_command(int argc, char** argv, int first);
 int eval_command(int argc, char** argv, int first);
 int data_command(int argc, char** argv, int first);
 int plot_command(int argc, char** argv, int first);
+int bench_command(int argc, char** argv, int first);
 
 }  // namespace ringtrain::cli

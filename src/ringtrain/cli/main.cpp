@@ -16,7 +16,8 @@ const char* kUsage =
     "  train     train LeNet-5 (on one process, or many under mpirun / --nproc)\n"
     "  eval      loss, accuracy and confusion matrix of a checkpoint on a dataset's test split\n"
     "  data      prepare, expand and show datasets (ringtrain data --help)\n"
-    "  plot      draw the loss, accuracy and throughput curves of a metrics file as a PNG\n\n"
+    "  plot      draw the loss, accuracy and throughput curves of a metrics file as a PNG\n"
+    "  bench     the speed-up table: every configuration on the million-sample set, and PyTorch\n\n"
     "`ringtrain <command> --help` lists a command's options with their defaults.\n";
 
 }  // namespace
@@ -32,7 +33,8 @@ int main(int argc, char** argv) {
     if (command == "eval") return ringtrain::cli::eval_command(argc, argv, 2);
     if (command == "data") return ringtrain::cli::data_command(argc, argv, 2);
     if (command == "plot") return ringtrain::cli::plot_command(argc, argv, 2);
-    std::fprintf(stderr, "ringtrain: unknown command '%s' (commands: train, eval, data, plot; see --help)\n",
+    if (command == "bench") return ringtrain::cli::bench_command(argc, argv, 2);
+    std::fprintf(stderr, "ringtrain: unknown command '%s' (commands: train, eval, data, plot, bench; see --help)\n",
                  command.c_str());
     return 2;
   } catch (const ringtrain::Error& e) {
