@@ -7,9 +7,15 @@ namespace ringtrain::nn {
 int ParameterSet::declare(const std::string& name, const Shape& shape, int fan_in) {
   check(params_.size() == 0, "parameter '" + name + "' declared after allocation");
   std::size_t n = std::size_t(shape_numel(shape));
-  views_.push_back({name, shape, next_offset_, n, fan_in});
+  views_.push_back({name, shape, next_offset_, n, fan_in, ShardInfo{shape, -1, {}, 0}});
   next_offset_ += (n + 15) / 16 * 16;
   return int(views_.size()) - 1;
+}
+
+int ParameterSet::declare_shard(const std::string& name, const ShardInfo& shard, int fan_in) {
+  int i = declare(name, shard.shard_shape(shard.index), fan_in);
+  views_[std::size_t(i)].shard = shard;
+  return i;
 }
 
 void ParameterSet::allocate() {

@@ -9,6 +9,7 @@
 
 #include "ringtrain/core/aligned.h"
 #include "ringtrain/core/tensor.h"
+#include "ringtrain/nn/shard.h"
 
 namespace ringtrain::nn {
 
@@ -17,13 +18,17 @@ struct ParamView {
   Shape shape;         // PyTorch shape, e.g. [120, 400]
   std::size_t offset;  // in floats, into the parameter and gradient buffers
   std::size_t numel;
-  int fan_in;          // for PyTorch's default initialisation
+  int fan_in;          // for PyTorch's default initialisation (of the whole tensor)
+  ShardInfo shard;     // how a tensor-parallel shard is cut from the whole tensor (nn/shard.h); default: whole
 };
 
 class ParameterSet {
  public:
   // Declares a parameter; returns its index. Only before allocate().
   int declare(const std::string& name, const Shape& shape, int fan_in);
+  // Declares shard shard.index of a tensor-parallel parameter: the view holds the shard's shape, the name
+  // stays the whole tensor's PyTorch name.
+  int declare_shard(const std::string& name, const ShardInfo& shard, int fan_in);
   // Allocates both buffers (64-byte aligned, each view starting on a 16-float boundary).
   void allocate();
 

@@ -4,6 +4,7 @@
 #include "ringtrain/nn/conv2d.h"
 #include "ringtrain/nn/conv_relu_pool.h"
 #include "ringtrain/nn/linear.h"
+#include "ringtrain/nn/parallel_linear.h"
 
 namespace ringtrain::nn {
 
@@ -16,6 +17,18 @@ std::unique_ptr<Model> make_lenet5() {
   layers.push_back(std::make_unique<Linear>("fc1", 400, 120));
   layers.push_back(std::make_unique<ReLU>("relu3"));
   layers.push_back(std::make_unique<Linear>("fc2", 120, 84));
+  layers.push_back(std::make_unique<ReLU>("relu4"));
+  layers.push_back(std::make_unique<Linear>("fc3", 84, 10));
+  return std::make_unique<Model>(Shape{1, 28, 28}, std::move(layers));
+}
+
+std::unique_ptr<Model> make_lenet5_tp(TensorGroup& tp) {
+  LayerList layers;
+  layers.push_back(std::make_unique<Conv2dReluPool>("conv1", 1, 6, 5, 1, 2));
+  layers.push_back(std::make_unique<Conv2dReluPool>("conv2", 6, 16, 5, 1, 0));
+  layers.push_back(std::make_unique<ColumnParallelLinear>("fc1", 400, 120, tp));
+  layers.push_back(std::make_unique<ReLU>("relu3"));
+  layers.push_back(std::make_unique<RowParallelLinear>("fc2", 120, 84, tp));
   layers.push_back(std::make_unique<ReLU>("relu4"));
   layers.push_back(std::make_unique<Linear>("fc3", 84, 10));
   return std::make_unique<Model>(Shape{1, 28, 28}, std::move(layers));

@@ -1,0 +1,25 @@
+// Memory report: the bytes of parameters, gradients and optimizer state this rank holds, per layer, and
+// the share of the whole model's fully connected layers that is (the point of tensor parallelism).
+// Counts real elements (views' numel); the flat buffers add up to 15 floats of alignment padding a view,
+// shown on the total line.
+#pragma once
+#include <cstddef>
+#include <string>
+
+#include "ringtrain/nn/parameters.h"
+
+namespace ringtrain::train {
+
+struct MemoryTotals {
+  std::size_t params = 0, whole = 0;        // elements on this rank / of the whole model
+  std::size_t fc_params = 0, fc_whole = 0;  // the same, fully connected layers (fc*) only
+  double fc_share() const { return fc_whole ? double(fc_params) / double(fc_whole) : 0.0; }
+};
+MemoryTotals memory_totals(const nn::ParameterSet& params);
+
+// A table, one line a layer: parameters, gradients and optimizer state in bytes (optimizer_buffers
+// state floats per parameter: Adam 2, SGD 1), this rank's share of the layer; then totals and the fc
+// share. `who` heads the table, e.g. "rank 1 (dp 0, tp 1 of 2)".
+std::string memory_report(const nn::ParameterSet& params, int optimizer_buffers, const std::string& who);
+
+}  // namespace ringtrain::train
