@@ -36,7 +36,8 @@ namespace ringtrain::dist {
 // Throws Error("--tp T does not divide the world of W ranks ...") unless T >= 1 divides W.
 void check_tp(int world_size, int tp);
 
-// nn::TensorGroup over a Communicator, counting what it moves (the benchmark's bytes per step).
+// nn::TensorGroup over a Communicator, counting what it moves (the benchmark's bytes per step; a group
+// of one moves and counts nothing).
 class TensorGroupComm final : public nn::TensorGroup {
  public:
   explicit TensorGroupComm(Communicator& comm) : comm_(comm) {}
