@@ -1,0 +1,451 @@
+// bf16 kernels with AVX512_BF16 (vdpbf16ps: each 32-bit lane adds the fp32 sum of two exact bf16
+// products), in the fp32 kernels' design (kernels_impl.inc): samples side by side in the 16 lanes, the
+// same register-blocked tiles, the same fused conv + bias + ReLU + 2x2 max-pool. Where the fp32 kernel
+// multiplies one operand pair a lane, this one multiplies two, paired along a reduction index:
+//   forward          pairs of kernel columns (s, s+1): XW [C][Hp][Wp][16] holds (x[w], x[w+1]) per lane,
+//                    weights (w[s], w[s+1]) broadcast; S = 5 takes 3 instructions instead of 5
+//   backward-weight  pairs of output columns (q, q+1): DQ [K][P][Q/2][16] = (d[q], d[q+1]) against XW
+//   backward-data    pairs of output channels (k, k+1): DK [K/2][P][Q][16] against weight pairs
+//   linear           pairs along the reduction (I forward, O for dinp, N for dweight) in a BLIS-style
+//                    8 x 3-vector micro-kernel like the fp32 GEMM
+// Operands are rounded to bf16 on their way in (lowp.h); accumulation and results are fp32. Shapes the
+// tiles do not cover (stride != 1, kernel widths other than 3 and 5) run the rounding fallback (lowp.cpp).
+// The conversions inside use vcvtne2ps2bf16, which treats fp32 subnormal inputs as zero (below 1.2e-38:
+// far under anything a gradient or activation of this model carries after loss scaling).
+// Include only here: needs -mavx512bf16.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "ringtrain/core/half.h"
+#include "ringtrain/ops/cpu/bf16_tables.h"
+#include "ringtrain/ops/cpu/scratch.h"
+#include "ringtrain/ops/cpu/simd_avx512.h"
+#include "ringtrain/ops/cpu/tables.h"
+#include "ringtrain/ops/lowp.h"
+
+namespace ringtrain::ops::cpu {
+namespace {
+
+using V = VecAvx512;
+struct Cfg {
+  static constexpr int fwd_kb = 2, fwd_qb = 6, bwd_data_cb = 2, bwd_data_qb = 6, bwd_weight_kb = 4, bwd_weight_qb = 6,
+                       gemm_mr = 8, gemm_nv = 3, gemm_kc = 128;
+};
+
+// The fp32 algorithms and layout helpers (to_blocked, pool4, unpool_block, ...), this ISA's copy.
+#include "ringtrain/ops/cpu/kernels_impl.inc"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+using u32a = uint32_t __attribute__((may_alias));  // pair words written into float scratch
+using B = __m512i;                                  // 16 pairs of bf16
+
+inline uint32_t pair_bits(float first, float second) {
+  return uint32_t(float_to_bf16(first)) | (uint32_t(float_to_bf16(second)) << 16);
+}
+// 16 lanes of (a[i], b[i]) pairs: element 2i = a[i], 2i+1 = b[i].
+inline B interleave(R a, R b) {
+  const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // [a0..a15, b0..b15]
+  static const __m512i idx = [] {
+    alignas(64) uint16_t t[32];
+    for (int i = 0; i < 16; ++i) t[2 * i] = uint16_t(i), t[2 * i + 1] = uint16_t(16 + i);
+    return _mm512_load_si512(t);
+  }();
+  return _mm512_permutexvar_epi16(idx, both);
+}
+inline B loadb(const u32a* p) { return _mm512_loadu_si512(p); }
+inline void storeb(u32a* p, B v) { _mm512_storeu_si512(p, v); }
+inline R dp(R acc, B a, B b) { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b); }
+inline B bcast(uint32_t w) { return _mm512_set1_epi32(int(w)); }
+
+bool fast_conv(const Conv2dShape& s) { return s.stride == 1 && (s.S == 5 || s.S == 3) && s.P() % 2 == 0 && s.Q() % 2 == 0; }
+
+// ---- layouts ----------------------------------------------------------------------------------------
+// XW [C][Hp][Wp][L] pairs (x[w], x[w+1]) (0 past the row end) from X [C][Hp][Wp][L] fp32.
+inline void make_xw(u32a* XW, const float* X, const Geo& g) {
+  for (int c = 0; c < g.C; ++c)
+    for (int h = 0; h < g.Hp; ++h) {
+      const float* x = X + (std::size_t(c) * g.Hp + h) * g.Wp * L;
+      u32a* o = XW + (std::size_t(c) * g.Hp + h) * g.Wp * L;
+      R cur = V::load(x);
+      for (int w = 0; w < g.Wp; ++w) {
+        const R next = w + 1 < g.Wp ? V::load(x + std::size_t(w + 1) * L) : V::zero();
+        storeb(o + std::size_t(w) * L, interleave(cur, next));
+        cur = next;
+      }
+    }
+}
+// WF [K][C][R][SP] pairs (w[s], w[s+1]) for s = 0, 2, ...; a missing last partner is 0.
+inline void pack_wf(u32a* WF, const float* weight, const Geo& g, int SP) {
+  for (int k = 0; k < g.K; ++k)
+    for (int c = 0; c < g.C; ++c)
+      for (int r = 0; r < g.R; ++r)
+        for (int sp = 0; sp < SP; ++sp) {
+          const float* w = g.w(weight, k, c, r, 0);
+          WF[((std::size_t(k) * g.C + c) * g.R + r) * SP + sp] = pair_bits(w[2 * sp], 2 * sp + 1 < g.S ? w[2 * sp + 1] : 0.0f);
+        }
+}
+// WK [K/2][C][R][S] pairs (w[k], w[k+1]); a missing last partner is 0.
+inline void pack_wk(u32a* WK, const float* weight, const Geo& g) {
+  const int KP = (g.K + 1) / 2;
+  for (int kp = 0; kp < KP; ++kp)
+    for (int c = 0; c < g.C; ++c)
+      for (int r = 0; r < g.R; ++r)
+        for (int s = 0; s < g.S; ++s)
+          WK[((std::size_t(kp) * g.C + c) * g.R + r) * g.S + s] =
+              pair_bits(*g.w(weight, 2 * kp, c, r, s), 2 * kp + 1 < g.K ? *g.w(weight, 2 * kp + 1, c, r, s) : 0.0f);
+}
+
+// ---- forward: conv + bias + ReLU + pool, two rows of outputs a tile ---------------------------------
+template <int KB, int QB, int SP>
+inline void fwd_tile_bf16(const u32a* XW, const u32a* WF, const float* bias, const Geo& g, int k0, int p0, int q0,
+                          PoolEpi& epi) {
+  R acc[KB][2][QB];
+  for (int kb = 0; kb < KB; ++kb) {
+    const R b0 = V::set1(bias ? bias[k0 + kb] : 0.0f);
+    for (int row = 0; row < 2; ++row)
+      for (int qb = 0; qb < QB; ++qb) acc[kb][row][qb] = b0;
+  }
+  const std::size_t wk = std::size_t(g.C) * g.R * SP;
+  for (int c = 0; c < g.C; ++c) {
+    const u32a* wc = WF + (std::size_t(k0) * g.C + c) * g.R * SP;
+    for (int rr = 0; rr <= g.R; ++rr) {
+      const u32a* xrow = XW + ((std::size_t(c) * g.Hp + p0 + rr) * g.Wp + q0) * L;
+      const int row_lo = rr == g.R ? 1 : 0, row_hi = rr == 0 ? 1 : 2;
+      for (int sp = 0; sp < SP; ++sp) {
+        B x[QB];
+        for (int qb = 0; qb < QB; ++qb) x[qb] = loadb(xrow + std::size_t(qb + 2 * sp) * L);
+        for (int row = row_lo; row < row_hi; ++row)
+          for (int kb = 0; kb < KB; ++kb) {
+            const B w = bcast(wc[kb * wk + (rr - row) * SP + sp]);
+            for (int qb = 0; qb < QB; ++qb) acc[kb][row][qb] = dp(acc[kb][row][qb], w, x[qb]);
+          }
+      }
+    }
+  }
+  epi.template operator()<KB, 2, QB>(acc, k0, p0, q0);
+}
+
+template <int SP>
+inline void fwd_pool_bf16(float* Yp, float* codes, const u32a* XW, const u32a* WF, const float* bias, const Geo& g) {
+  PoolEpi epi{Yp, codes, g};
+  for (int p0 = 0; p0 + 2 <= g.P; p0 += 2)
+    blocks<Cfg::fwd_kb>(g.K, [&]<int KB>(int k0) {
+      blocks<Cfg::fwd_qb>(g.Q, [&]<int QB>(int q0) { fwd_tile_bf16<KB, QB, SP>(XW, WF, bias, g, k0, p0, q0, epi); });
+    });
+}
+
+// saved, per block of L samples: XW [C][Hp][Wp][L] pair words (as many 32-bit words as the fp32 kernel's
+// X floats) then codes [K][P/2][Q/2][L]: the fp32 kernel's size, so the layer's reservation fits.
+std::size_t crp_saved(const Conv2dShape& s) {
+  const Geo g(s);
+  return std::size_t(blocks_of(s.N)) * (g.x_floats() + g.pooled_floats());
+}
+
+void crp_forward(float* out, float* saved, const float* inp, const float* weight, const float* bias,
+                 const Conv2dShape& s) {
+  if (!fast_conv(s))
+    return rounding_kernels_for(IsaLevel::Avx512, Precision::Bf16).conv2d_relu_pool_forward(out, saved, inp, weight, bias, s);
+  const Geo g(s);
+  const int SP = (g.S + 1) / 2;
+  const std::size_t wf = std::size_t(g.K) * g.C * g.R * SP;
+  float* X = thread_scratch(g.x_floats() + g.tmp_floats() + g.pooled_floats() + wf);
+  float* tmp = X + g.x_floats();
+  float* Yp = tmp + g.tmp_floats();
+  u32a* WF = reinterpret_cast<u32a*>(Yp + g.pooled_floats());
+  pack_wf(WF, weight, g, SP);
+  for (int n0 = 0, b = 0; n0 < s.N; n0 += L, ++b) {
+    const int nv = std::min(L, s.N - n0);
+    float* blk = saved + std::size_t(b) * (g.x_floats() + g.pooled_floats());
+    u32a* XW = reinterpret_cast<u32a*>(blk);
+    float* codes = blk + g.x_floats();
+    to_blocked_input(X, tmp, inp, n0, nv, g);
+    make_xw(XW, X, g);
+    if (SP == 3)
+      fwd_pool_bf16<3>(Yp, codes, XW, WF, bias, g);
+    else
+      fwd_pool_bf16<2>(Yp, codes, XW, WF, bias, g);
+    from_blocked(out, Yp, n0, nv, std::size_t(g.K) * (g.P / 2) * (g.Q / 2));
+  }
+}
+
+// ---- backward ---------------------------------------------------------------------------------------
+// dWl [K][C][R][S][L] += sum_{p, qp} DQ[k][p][qp] . XW[c][p+r][2qp+s], k in the block, one (c, r).
+template <int KB, int S>
+inline void bwd_weight_tile_bf16(float* dWl, const u32a* DQ, const u32a* XW, const Geo& g, int k0, int c, int r) {
+  R acc[KB][S];
+  for (int kb = 0; kb < KB; ++kb)
+    for (int s = 0; s < S; ++s) acc[kb][s] = V::zero();
+  const int QP = g.Q / 2;
+  const std::size_t dk = std::size_t(g.P) * QP * L;
+  for (int p = 0; p < g.P; ++p) {
+    const u32a* xrow = XW + (std::size_t(c) * g.Hp + p + r) * g.Wp * L;
+    const u32a* drow = DQ + (std::size_t(k0) * g.P + p) * QP * L;
+    for (int qp = 0; qp < QP; ++qp) {
+      B x[S];
+      for (int s = 0; s < S; ++s) x[s] = loadb(xrow + std::size_t(2 * qp + s) * L);
+      for (int kb = 0; kb < KB; ++kb) {
+        const B d = loadb(drow + kb * dk + std::size_t(qp) * L);
+        for (int s = 0; s < S; ++s) acc[kb][s] = dp(acc[kb][s], d, x[s]);
+      }
+    }
+  }
+  for (int kb = 0; kb < KB; ++kb)
+    for (int s = 0; s < S; ++s) {
+      float* w = dWl + (((std::size_t(k0 + kb) * g.C + c) * g.R + r) * g.S + s) * L;
+      V::store(w, V::add(V::load(w), acc[kb][s]));
+    }
+}
+
+template <int S>
+inline void bwd_weight_bf16(float* dWl, const u32a* DQ, const u32a* XW, const Geo& g) {
+  blocks<Cfg::bwd_weight_kb>(g.K, [&]<int KB>(int k0) {
+    for (int c = 0; c < g.C; ++c)
+      for (int r = 0; r < g.R; ++r) bwd_weight_tile_bf16<KB, S>(dWl, DQ, XW, g, k0, c, r);
+  });
+}
+
+// DX[c0+cb][h][q0 + j] += sum_{kp, r, s} WK[kp][c][r][s] . DK[kp][h-r][q0+qb], j = qb + s.
+template <int CB, int QB, int S>
+inline void bwd_data_tile_bf16(float* DX, const u32a* DK, const u32a* WK, const Geo& g, int c0, int h, int q0) {
+  constexpr int NA = QB + S - 1;
+  R acc[CB][NA];
+  for (int cb = 0; cb < CB; ++cb)
+    for (int j = 0; j < NA; ++j) acc[cb][j] = V::load(DX + ((std::size_t(c0 + cb) * g.Hp + h) * g.Wp + q0 + j) * L);
+  const int r_lo = std::max(0, h - (g.P - 1)), r_hi = std::min(g.R - 1, h);
+  const int KP = (g.K + 1) / 2;
+  const std::size_t dk = std::size_t(g.P) * g.Q * L, wk = std::size_t(g.C) * g.R * S, wc = std::size_t(g.R) * S;
+  for (int r = r_lo; r <= r_hi; ++r) {
+    const u32a* drow = DK + (std::size_t(h - r) * g.Q + q0) * L;
+    const u32a* wr = WK + (std::size_t(c0) * g.R + r) * S;
+    for (int kp = 0; kp < KP; ++kp, drow += dk, wr += wk) {
+      B d[QB];
+      for (int qb = 0; qb < QB; ++qb) d[qb] = loadb(drow + std::size_t(qb) * L);
+      for (int s = 0; s < S; ++s)
+        for (int cb = 0; cb < CB; ++cb) {
+          const B w = bcast(wr[cb * wc + s]);
+          for (int qb = 0; qb < QB; ++qb) acc[cb][qb + s] = dp(acc[cb][qb + s], w, d[qb]);
+        }
+    }
+  }
+  for (int cb = 0; cb < CB; ++cb)
+    for (int j = 0; j < NA; ++j) V::store(DX + ((std::size_t(c0 + cb) * g.Hp + h) * g.Wp + q0 + j) * L, acc[cb][j]);
+}
+
+template <int S>
+inline void bwd_data_bf16(float* DX, const u32a* DK, const u32a* WK, const Geo& g) {
+  std::memset(DX, 0, g.x_floats() * sizeof(float));
+  for (int h = 0; h < g.P + g.R - 1; ++h)
+    blocks<Cfg::bwd_data_cb>(g.C, [&]<int CB>(int c0) {
+      blocks<Cfg::bwd_data_qb>(g.Q, [&]<int QB>(int q0) { bwd_data_tile_bf16<CB, QB, S>(DX, DK, WK, g, c0, h, q0); });
+    });
+}
+
+void crp_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* saved, const float* weight,
+                  const Conv2dShape& s) {
+  if (!fast_conv(s))
+    return rounding_kernels_for(IsaLevel::Avx512, Precision::Bf16)
+        .conv2d_relu_pool_backward(dinp, dweight, dbias, dout, saved, weight, s);
+  const Geo g(s);
+  const int KP = (g.K + 1) / 2, QP = g.Q / 2;
+  const std::size_t wl = g.w_floats() * L, bl = std::size_t(g.K) * L;
+  const std::size_t dq = std::size_t(g.K) * g.P * QP * L, dkn = std::size_t(KP) * g.P * g.Q * L;
+  const std::size_t wkn = std::size_t(KP) * g.C * g.R * g.S;
+  float* dWl = thread_scratch(wl + bl + g.pooled_floats() + g.y_floats() + dq + wkn +
+                              (dinp ? dkn + g.x_floats() + g.tmp_floats() : 0));
+  float* dBl = dWl + wl;
+  float* dP = dBl + bl;
+  float* D = dP + g.pooled_floats();
+  u32a* DQ = reinterpret_cast<u32a*>(D + g.y_floats());
+  u32a* WK = DQ + dq;
+  u32a* DK = WK + wkn;
+  float* DX = reinterpret_cast<float*>(DK + (dinp ? dkn : 0));
+  float* tmp = DX + g.x_floats();
+  std::memset(dWl, 0, (wl + bl) * sizeof(float));
+  if (dinp) pack_wk(WK, weight, g);
+  for (int n0 = 0, b = 0; n0 < s.N; n0 += L, ++b) {
+    const int nv = std::min(L, s.N - n0);
+    const float* blk = saved + std::size_t(b) * (g.x_floats() + g.pooled_floats());
+    const u32a* XW = reinterpret_cast<const u32a*>(blk);
+    const float* codes = blk + g.x_floats();
+    const std::size_t pooled = std::size_t(g.K) * (g.P / 2) * (g.Q / 2);
+    to_blocked(dP, dout, n0, nv, pooled);
+    round_bf16(dP, dP, pooled * L);  // dout is an operand: bf16 (so dbias sums the same values)
+    unpool_block(D, dBl, dP, codes, g);
+    for (int k = 0; k < g.K; ++k)
+      for (int p = 0; p < g.P; ++p)
+        for (int qp = 0; qp < QP; ++qp) {
+          const float* d = D + ((std::size_t(k) * g.P + p) * g.Q + 2 * qp) * L;
+          storeb(DQ + ((std::size_t(k) * g.P + p) * QP + qp) * L, interleave(V::load(d), V::load(d + L)));
+        }
+    if (g.S == 5)
+      bwd_weight_bf16<5>(dWl, DQ, XW, g);
+    else
+      bwd_weight_bf16<3>(dWl, DQ, XW, g);
+    if (dinp) {
+      const std::size_t plane = std::size_t(g.P) * g.Q * L;
+      for (int kp = 0; kp < KP; ++kp) {
+        const float* d0 = D + std::size_t(2 * kp) * plane;
+        const bool has1 = 2 * kp + 1 < g.K;
+        for (std::size_t i = 0; i < plane; i += L)
+          storeb(DK + kp * plane + i, interleave(V::load(d0 + i), has1 ? V::load(d0 + plane + i) : V::zero()));
+      }
+      if (g.S == 5)
+        bwd_data_bf16<5>(DX, DK, WK, g);
+      else
+        bwd_data_bf16<3>(DX, DK, WK, g);
+      from_blocked_input(dinp, tmp, DX, n0, nv, g);
+    }
+  }
+  reduce_lanes(dweight, dWl, g.w_floats());
+  reduce_lanes(dbias, dBl, std::size_t(g.K));
+}
+
+// ---- linear: a bf16-pair GEMM ------------------------------------------------------------------------
+// C[m][n] (m < MR, n < ncols <= NV*L) = (bias ? bias[n] : 0) + sum_kp A2[m*lda + kp] . B2[kp*ldb + n],
+// A2 and B2 pair words; B2 rows are zero beyond N up to ldb (a multiple of L), so only stores are masked.
+template <int MR, int NV>
+inline void gemm_tile_bf16(int KP, const u32a* A, std::size_t lda, const u32a* Bm, std::size_t ldb, float* C,
+                           std::size_t ldc, int ncols, const float* bias) {
+  const V::M last = V::mask(ncols - (NV - 1) * L);
+  R acc[MR][NV];
+  for (int v = 0; v < NV; ++v) {
+    R init = V::zero();
+    if (bias) init = v < NV - 1 ? V::load(bias + v * L) : V::load_mask(bias + v * L, last);
+    for (int m = 0; m < MR; ++m) acc[m][v] = init;
+  }
+  for (int kp = 0; kp < KP; ++kp) {
+    B b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = loadb(Bm + kp * ldb + v * L);
+    for (int m = 0; m < MR; ++m) {
+      const B a = bcast(A[m * lda + kp]);
+      for (int v = 0; v < NV; ++v) acc[m][v] = dp(acc[m][v], a, b[v]);
+    }
+  }
+  for (int m = 0; m < MR; ++m) {
+    for (int v = 0; v < NV - 1; ++v) V::store(C + m * ldc + v * L, acc[m][v]);
+    V::store_mask(C + m * ldc + (NV - 1) * L, acc[m][NV - 1], last);
+  }
+}
+
+// C [M][N] = bias row + A2 [M][KP] . B2 [KP][ldb].
+inline void gemm_bf16(int M, int N, int KP, const u32a* A, std::size_t lda, const u32a* Bm, std::size_t ldb, float* C,
+                      std::size_t ldc, const float* bias) {
+  constexpr int NW = Cfg::gemm_nv * L;
+  for (int n0 = 0; n0 < N; n0 += NW) {
+    const int ncols = std::min(NW, N - n0);
+    const int nv = (ncols + L - 1) / L;
+    auto row_blocks = [&]<int NV>() {
+      blocks<Cfg::gemm_mr>(M, [&]<int MR>(int m0) {
+        gemm_tile_bf16<MR, NV>(KP, A + m0 * lda, lda, Bm + n0, ldb, C + m0 * ldc + n0, ldc, ncols, bias ? bias + n0 : nullptr);
+      });
+    };
+    if (nv == 1) row_blocks.template operator()<1>();
+    else if (nv == 2) row_blocks.template operator()<2>();
+    else row_blocks.template operator()<3>();
+  }
+}
+
+// Rows of pairs along the columns: dst[m][kp] = (src[m][2kp], src[m][2kp+1]) (0 past K), m < M.
+inline void pack_row_pairs(u32a* dst, const float* src, int M, int K, std::size_t lds) {
+  const int KP = (K + 1) / 2;
+  for (int m = 0; m < M; ++m) {
+    const float* s = src + m * lds;
+    u32a* d = dst + std::size_t(m) * KP;
+    int kp = 0;
+    for (; 2 * kp + 32 <= K; kp += 16) {  // 32 consecutive floats -> 16 pair words, in order
+      const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(V::load(s + 2 * kp + 16), V::load(s + 2 * kp));
+      storeb(d + kp, both);
+    }
+    for (; kp < KP; ++kp) d[kp] = pair_bits(s[2 * kp], 2 * kp + 1 < K ? s[2 * kp + 1] : 0.0f);
+  }
+}
+// Pairs of rows: dst[kp][n] = (src[2kp][n], src[2kp+1][n]) (0 past K rows and past N up to ldd).
+inline void pack_rows_interleaved(u32a* dst, std::size_t ldd, const float* src, int K, int N, std::size_t lds) {
+  const int KP = (K + 1) / 2;
+  for (int kp = 0; kp < KP; ++kp) {
+    const float* a = src + std::size_t(2 * kp) * lds;
+    const float* b = 2 * kp + 1 < K ? a + lds : nullptr;
+    u32a* d = dst + kp * ldd;
+    for (int n0 = 0; n0 < int(ldd); n0 += L) {
+      const int nc = std::max(0, std::min(L, N - n0));
+      const V::M m = V::mask(nc);
+      storeb(d + n0, interleave(V::load_mask(a + n0, m), b ? V::load_mask(b + n0, m) : V::zero()));
+    }
+  }
+}
+// Transposed pairs: dst[kp][n] = (src[n][2kp], src[n][2kp+1]) for n < N (0 past N up to ldd).
+inline void pack_cols_pairs(u32a* dst, std::size_t ldd, const float* src, int N, int K, std::size_t lds) {
+  const int KP = (K + 1) / 2;
+  for (int kp = 0; kp < KP; ++kp)
+    for (std::size_t n = N; n < ldd; ++n) dst[kp * ldd + n] = 0;
+  for (int n = 0; n < N; ++n) {
+    const float* s = src + std::size_t(n) * lds;
+    for (int kp = 0; kp < KP; ++kp) dst[kp * ldd + n] = pair_bits(s[2 * kp], 2 * kp + 1 < K ? s[2 * kp + 1] : 0.0f);
+  }
+}
+
+void lin_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearShape& s) {
+  const int IP = (s.I + 1) / 2, ld = round_up(s.O, L);
+  float* sc = thread_scratch(std::size_t(s.N) * IP + std::size_t(IP) * ld);
+  u32a* A = reinterpret_cast<u32a*>(sc);
+  u32a* Bm = A + std::size_t(s.N) * IP;
+  pack_row_pairs(A, inp, s.N, s.I, s.I);
+  pack_cols_pairs(Bm, ld, weight, s.O, s.I, s.I);  // B[ip][o] = (w[o][2ip], w[o][2ip+1])
+  gemm_bf16(s.N, s.O, IP, A, IP, Bm, ld, out, s.O, bias);
+}
+
+void lin_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
+                  const LinearShape& s) {
+  const int OP = (s.O + 1) / 2, NP = (s.N + 1) / 2, ldi = round_up(s.I, L);
+  const std::size_t a1 = std::size_t(s.N) * OP, b1 = std::size_t(OP) * ldi, a2 = std::size_t(s.O) * NP,
+                    b2 = std::size_t(NP) * ldi;
+  float* sc = thread_scratch(a1 + b1 + a2 + b2 + std::size_t(s.N) * s.O);
+  u32a* A1 = reinterpret_cast<u32a*>(sc);
+  u32a* B1 = A1 + a1;
+  u32a* A2 = B1 + b1;
+  u32a* B2 = A2 + a2;
+  float* dr = reinterpret_cast<float*>(B2 + b2);
+  round_bf16(dr, dout, std::size_t(s.N) * s.O);  // dout rounded once: the operand of all three products
+  if (dinp) {  // dinp [N][I] = dout [N][O] . weight [O][I]: pairs along O
+    pack_row_pairs(A1, dr, s.N, s.O, s.O);
+    pack_rows_interleaved(B1, ldi, weight, s.O, s.I, s.I);
+    gemm_bf16(s.N, s.I, OP, A1, OP, B1, ldi, dinp, s.I, nullptr);
+  }
+  // dweight [O][I] = dout^T . inp: pairs along N.
+  for (int o = 0; o < s.O; ++o)  // A2[o][np] = (dout[2np][o], dout[2np+1][o])
+    for (int np = 0; np < NP; ++np)
+      A2[std::size_t(o) * NP + np] = pair_bits(dr[std::size_t(2 * np) * s.O + o],
+                                               2 * np + 1 < s.N ? dr[std::size_t(2 * np + 1) * s.O + o] : 0.0f);
+  pack_rows_interleaved(B2, ldi, inp, s.N, s.I, s.I);
+  gemm_bf16(s.O, s.I, NP, A2, NP, B2, ldi, dweight, s.I, nullptr);
+  if (dbias)
+    for (int o = 0; o < s.O; ++o) {
+      float acc = 0.0f;
+      for (int n = 0; n < s.N; ++n) acc += dr[std::size_t(n) * s.O + o];
+      dbias[o] = acc;
+    }
+}
+
+#pragma GCC diagnostic pop
+
+}  // namespace
+
+void fill_bf16_avx512(KernelTable& t) {
+  static_cast<void>(&fill);  // the fp32 table of this file's copy of kernels_impl.inc is not needed
+  t = rounding_kernels_for(IsaLevel::Avx512, Precision::Bf16);  // fallback entries (non-fused conv)
+  t.level = IsaLevel::Avx512;
+  t.conv2d_relu_pool_saved = crp_saved;
+  t.conv2d_relu_pool_forward = crp_forward;
+  t.conv2d_relu_pool_backward = crp_backward;
+  t.linear_forward = lin_forward;
+  t.linear_backward = lin_backward;
+}
+
+}  // namespace ringtrain::ops::cpu

@@ -1,0 +1,37 @@
+// Compute precision of the kernels (--precision fp32|bf16|fp16): one KernelTable per (ISA level, precision)
+// with the fp32 table's signatures, so layers and the model run any precision unchanged.
+//
+// What a 16-bit table means, for every conv and linear pass (the ops that multiply):
+//   every tensor operand - activations, incoming gradients (dout) and weights - is rounded to the 16-bit
+//   type (round to nearest even) on its way into the kernel; biases stay fp32; products and sums are
+//   fp32 (bf16 x bf16 products are exact in fp32); results are fp32, and the next op rounds them again
+//   when it reads them. The other ops (ReLU, max-pool, softmax cross-entropy, Adam) are exact or fp32 by
+//   design and are the fp32 table's. The fp32 master weights are never modified: each pass makes its
+//   16-bit copy of the weights in the packing pass it already does (a fused cast, no extra sweep).
+//
+// Implementations:
+//   bf16 at level avx512 on a CPU with AVX512_BF16: ops/cpu/kernels_bf16_avx512.cpp (vdpbf16ps, 2
+//     products a 32-bit lane) for the fused conv+ReLU+pool passes and the linear passes;
+//   otherwise, and for fp16 at every level (fp16 is storage and traffic, fp32 math): round the operands
+//     (F16C / AVX-512 bulk conversion) and run the fp32 kernels of the same level (ops/ref/lowp.cpp).
+//     At level ref this composition is the reference twin the tests hold the fast bf16 kernels to.
+#pragma once
+#include <string>
+
+#include "ringtrain/ops/kernels.h"
+
+namespace ringtrain::ops {
+
+enum class Precision { Fp32, Bf16, Fp16 };
+
+const char* precision_name(Precision p);
+// Parses "fp32|bf16|fp16"; throws Error naming the bad value.
+Precision parse_precision(const std::string& name);
+// True when this CPU has the BF16 dot-product instructions (AVX512_BF16).
+bool cpu_has_avx512_bf16();
+// The table for computing at `level` in precision p (fp32: kernels_for(level)); throws like kernels_for.
+const KernelTable& kernels_for(IsaLevel level, Precision p);
+// The round-then-fp32 composition at `level` (the fallback; at Ref the reference twin).
+const KernelTable& rounding_kernels_for(IsaLevel level, Precision p);
+
+}  // namespace ringtrain::ops

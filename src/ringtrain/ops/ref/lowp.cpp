@@ -1,0 +1,147 @@
+// 16-bit tables made of rounding plus the fp32 kernels of a level (lowp.h): the fallback where the CPU
+// has no BF16 dot product, the fp16 path everywhere, and at level ref the reference twin of the fast
+// bf16 kernels. Rounded copies live in per-thread buffers that grow only on the first step.
+#include <cstdint>
+#include <vector>
+
+#include "ringtrain/core/aligned.h"
+#include "ringtrain/core/error.h"
+#include "ringtrain/core/half.h"
+#include "ringtrain/ops/cpu/bf16_tables.h"
+#include "ringtrain/ops/lowp.h"
+
+namespace ringtrain::ops {
+namespace {
+
+// Per-thread rounding buffers: slot 0 activations / dout, slot 1 weights, slot 2 a second activation.
+float* round_buffer(int slot, std::size_t n) {
+  thread_local AlignedBuffer<float> buf[3];
+  if (buf[slot].size() < n) buf[slot].resize(n + n / 4);
+  return buf[slot].data();
+}
+
+template <int P>
+const float* rounded(int slot, const float* x, std::size_t n) {
+  if (!x) return nullptr;
+  float* r = round_buffer(slot, n);
+  if constexpr (P == int(Precision::Bf16))
+    round_bf16(r, x, n);
+  else
+    round_fp16(r, x, n);
+  return r;
+}
+
+template <int LV>
+const KernelTable& base() {
+  return kernels_for(IsaLevel(LV));
+}
+
+inline std::size_t in_size(const Conv2dShape& s) { return std::size_t(s.N) * s.C * s.H * s.W; }
+inline std::size_t out_size(const Conv2dShape& s) { return std::size_t(s.N) * s.K * s.P() * s.Q(); }
+inline std::size_t w_size(const Conv2dShape& s) { return std::size_t(s.K) * s.C * s.R * s.S; }
+
+template <int LV, int P>
+struct Wrap {
+  static void conv_fwd(float* out, const float* inp, const float* weight, const float* bias, const Conv2dShape& s) {
+    base<LV>().conv2d_forward(out, rounded<P>(0, inp, in_size(s)), rounded<P>(1, weight, w_size(s)), bias, s);
+  }
+  static void conv_bwd_data(float* dinp, const float* dout, const float* weight, const Conv2dShape& s) {
+    base<LV>().conv2d_backward_data(dinp, rounded<P>(0, dout, out_size(s)), rounded<P>(1, weight, w_size(s)), s);
+  }
+  static void conv_bwd_weight(float* dweight, float* dbias, const float* dout, const float* inp, const Conv2dShape& s) {
+    base<LV>().conv2d_backward_weight(dweight, dbias, rounded<P>(0, dout, out_size(s)), rounded<P>(2, inp, in_size(s)), s);
+  }
+  static std::size_t crp_saved(const Conv2dShape& s) { return base<LV>().conv2d_relu_pool_saved(s); }
+  static void crp_fwd(float* out, float* saved, const float* inp, const float* weight, const float* bias,
+                      const Conv2dShape& s) {
+    base<LV>().conv2d_relu_pool_forward(out, saved, rounded<P>(0, inp, in_size(s)), rounded<P>(1, weight, w_size(s)),
+                                        bias, s);
+  }
+  static void crp_bwd(float* dinp, float* dweight, float* dbias, const float* dout, const float* saved,
+                      const float* weight, const Conv2dShape& s) {
+    base<LV>().conv2d_relu_pool_backward(dinp, dweight, dbias, rounded<P>(0, dout, out_size(s) / 4), saved,
+                                         rounded<P>(1, weight, w_size(s)), s);
+  }
+  static void lin_fwd(float* out, const float* inp, const float* weight, const float* bias, const LinearShape& s) {
+    base<LV>().linear_forward(out, rounded<P>(0, inp, std::size_t(s.N) * s.I),
+                              rounded<P>(1, weight, std::size_t(s.O) * s.I), bias, s);
+  }
+  static void lin_bwd(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                      const float* weight, const LinearShape& s) {
+    base<LV>().linear_backward(dinp, dweight, dbias, rounded<P>(0, dout, std::size_t(s.N) * s.O),
+                               rounded<P>(2, inp, std::size_t(s.N) * s.I),
+                               rounded<P>(1, weight, std::size_t(s.O) * s.I), s);
+  }
+  static KernelTable make() {
+    KernelTable t = base<LV>();  // the exact / fp32 ops as they are
+    t.conv2d_forward = conv_fwd;
+    t.conv2d_backward_data = conv_bwd_data;
+    t.conv2d_backward_weight = conv_bwd_weight;
+    if (t.conv2d_relu_pool_forward) {
+      t.conv2d_relu_pool_saved = crp_saved;
+      t.conv2d_relu_pool_forward = crp_fwd;
+      t.conv2d_relu_pool_backward = crp_bwd;
+    }
+    t.linear_forward = lin_fwd;
+    t.linear_backward = lin_bwd;
+    return t;
+  }
+};
+
+template <int P>
+const KernelTable& rounding_table(IsaLevel level) {
+  switch (level) {
+    case IsaLevel::Ref: { static const KernelTable t = Wrap<0, P>::make(); return t; }
+    case IsaLevel::Scalar: { static const KernelTable t = Wrap<1, P>::make(); return t; }
+    case IsaLevel::Avx2: { static const KernelTable t = Wrap<2, P>::make(); return t; }
+    case IsaLevel::Avx512: { static const KernelTable t = Wrap<3, P>::make(); return t; }
+  }
+  throw Error("unknown ISA level");
+}
+
+}  // namespace
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::Fp32: return "fp32";
+    case Precision::Bf16: return "bf16";
+    case Precision::Fp16: return "fp16";
+  }
+  return "?";
+}
+
+Precision parse_precision(const std::string& name) {
+  for (Precision p : {Precision::Fp32, Precision::Bf16, Precision::Fp16})
+    if (name == precision_name(p)) return p;
+  throw Error("precision (--precision) '" + name + "' is not one of fp32, bf16, fp16");
+}
+
+bool cpu_has_avx512_bf16() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  }();
+  return ok;
+}
+
+const KernelTable& rounding_kernels_for(IsaLevel level, Precision p) {
+  kernels_for(level);  // throws if the CPU cannot run the level
+  if (p == Precision::Fp32) return kernels_for(level);
+  return p == Precision::Bf16 ? rounding_table<int(Precision::Bf16)>(level) : rounding_table<int(Precision::Fp16)>(level);
+}
+
+const KernelTable& kernels_for(IsaLevel level, Precision p) {
+  if (p == Precision::Bf16 && level == IsaLevel::Avx512 && cpu_has_avx512_bf16()) {
+    static const KernelTable t = [] {
+      KernelTable k;
+      k.level = IsaLevel::Avx512;
+      cpu::fill_bf16_avx512(k);
+      return k;
+    }();
+    return t;
+  }
+  return rounding_kernels_for(level, p);
+}
+
+}  // namespace ringtrain::ops
