@@ -14,19 +14,9 @@ void Adam::step(float* params, const float* grads) {
   // As torch 1.13's single-tensor Adam: bias corrections in double, then float arithmetic per element.
   const double bias_correction1 = 1.0 - std::pow(double(opt_.beta1), double(steps_));
   const double bias_correction2 = 1.0 - std::pow(double(opt_.beta2), double(steps_));
-  const float step_size = float(double(lr_) / bias_correction1);
-  const float bias_correction2_sqrt = float(std::sqrt(bias_correction2));
-  const float b1 = opt_.beta1, b2 = opt_.beta2, eps = opt_.eps, wd = opt_.weight_decay;
-  float* m = exp_avg_.data();
-  float* v = exp_avg_sq_.data();
-  for (std::size_t i = 0; i < n_; ++i) {
-    float g = grads[i];
-    if (wd != 0.0f) g += wd * params[i];
-    m[i] = m[i] * b1 + g * (1.0f - b1);
-    v[i] = v[i] * b2 + g * g * (1.0f - b2);
-    float denom = std::sqrt(v[i]) / bias_correction2_sqrt + eps;
-    params[i] -= step_size * (m[i] / denom);
-  }
+  const ops::AdamStep a{opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay,
+                        float(double(lr_) / bias_correction1), float(std::sqrt(bias_correction2))};
+  adam_step_(params, grads, exp_avg_.data(), exp_avg_sq_.data(), n_, a);
 }
 
 std::vector<StateBuffer> Adam::state() {

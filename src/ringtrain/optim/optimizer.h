@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ringtrain/core/aligned.h"
+#include "ringtrain/ops/kernels.h"
 
 namespace ringtrain::optim {
 
@@ -40,15 +41,19 @@ struct AdamOptions {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
 };
 
-// torch.optim.Adam (L2 weight decay added to the gradient, bias-corrected moments).
+// torch.optim.Adam (L2 weight decay added to the gradient, bias-corrected moments). The element loop is
+// the adam_step op (ops/adam.h): the reference loop by default, a vectorised one from a KernelTable
+// (use_kernels); every level gives the same bits.
 class Adam : public Optimizer {
  public:
   Adam(std::size_t n, const AdamOptions& opt);
   void step(float* params, const float* grads) override;
   std::vector<StateBuffer> state() override;
+  void use_kernels(const ops::KernelTable& k) { adam_step_ = k.adam_step; }
 
  private:
   AdamOptions opt_;
+  void (*adam_step_)(float*, const float*, float*, float*, std::size_t, const ops::AdamStep&) = ops::ref::adam_step;
   AlignedBuffer<float> exp_avg_, exp_avg_sq_;
 };
 
