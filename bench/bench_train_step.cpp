@@ -1,7 +1,8 @@
 // One LeNet-5 training step (forward, softmax cross-entropy, backward, Adam) on synthetic MNIST-shaped
 // data, timed: ringtrain's side of bench/compare_torch.sh, without data loading or the CLI.
 //
-//   bench_train_step [--batch 256] [--threads 1] [--isa avx512] [--steps 200] [--repeats 5] [--data DIR]
+//   bench_train_step [--batch 256] [--threads 1] [--isa avx512] [--precision fp32|bf16|fp16] [--steps 200]
+//                    [--repeats 5] [--data DIR]
 //
 // --data DIR: the first 8 batches of DIR/train-images-idx3-ubyte(.gz) and its labels (e.g. Debian's
 // /usr/share/datasets/fashion-mnist), pixels scaled to [0,1] as the trainer does; else uniform noise.
@@ -23,6 +24,7 @@
 #include "ringtrain/data/idx.h"
 #include "ringtrain/nn/models/lenet5.h"
 #include "ringtrain/ops/kernels.h"
+#include "ringtrain/ops/lowp.h"
 #include "ringtrain/optim/optimizer.h"
 
 using namespace ringtrain;
@@ -62,7 +64,8 @@ int run(int argc, char** argv) {
   const int steps = arg_int(argc, argv, "--steps", std::max(20, 50000 / batch));
   const int repeats = arg_int(argc, argv, "--repeats", 5);
   const ops::IsaLevel level = ops::parse_isa(arg_str(argc, argv, "--isa", ops::isa_name(ops::default_isa())));
-  const ops::KernelTable& k = ops::kernels_for(level);
+  const ops::Precision precision = ops::parse_precision(arg_str(argc, argv, "--precision", "fp32"));
+  const ops::KernelTable& k = ops::kernels_for(level, precision);  // fp32: kernels_for(level)
 
   // 8 batches, cycled: real images with --data, else noise in [0, 1) with random labels.
   const int nbatches = 8;
@@ -124,9 +127,9 @@ int run(int argc, char** argv) {
   std::sort(rates.begin(), rates.end());
   std::sort(cpu_rates.begin(), cpu_rates.end());
   const double median = rates[rates.size() / 2];
-  std::printf("ringtrain lenet5 isa=%s threads=%d batch=%d steps=%d repeats=%d data=%s: %.0f samples/s (median; min %.0f, max %.0f), "
+  std::printf("ringtrain lenet5 isa=%s precision=%s threads=%d batch=%d steps=%d repeats=%d data=%s: %.0f samples/s (median; min %.0f, max %.0f), "
               "%.1f GFLOP/s, loss %.4f\n",
-              ops::isa_name(level), threads, batch, steps, repeats, dir ? dir : "noise", median, rates.front(), rates.back(),
+              ops::isa_name(level), ops::precision_name(precision), threads, batch, steps, repeats, dir ? dir : "noise", median, rates.front(), rates.back(),
               median * lenet_flop_per_sample() * 1e-9, last_loss);
   // Per second of CPU time used by the process (all its threads): on a shared machine, what the step
   // costs when it does get a core. Equals the figure above on a quiet machine with --threads 1.

@@ -103,6 +103,21 @@ inline void pack_wk(u32a* WK, const float* weight, const Geo& g) {
 }
 
 // ---- forward: conv + bias + ReLU + pool, two rows of outputs a tile ---------------------------------
+// Input row p0+rr feeds output row `row` through kernel row rr - row; rows [ROW_LO, ROW_HI) are valid for
+// rr, decided at compile time (a runtime row index would put the accumulators on the stack).
+template <int KB, int QB, int SP, int ROW_LO, int ROW_HI>
+inline void fwd_rows_bf16(R (&acc)[KB][2][QB], const u32a* xrow, const u32a* wc, std::size_t wk, int rr) {
+  for (int sp = 0; sp < SP; ++sp) {
+    B x[QB];
+    for (int qb = 0; qb < QB; ++qb) x[qb] = loadb(xrow + std::size_t(qb + 2 * sp) * L);
+    for (int row = ROW_LO; row < ROW_HI; ++row)
+      for (int kb = 0; kb < KB; ++kb) {
+        const B w = bcast(wc[kb * wk + (rr - row) * SP + sp]);
+        for (int qb = 0; qb < QB; ++qb) acc[kb][row][qb] = dp(acc[kb][row][qb], w, x[qb]);
+      }
+  }
+}
+
 template <int KB, int QB, int SP>
 inline void fwd_tile_bf16(const u32a* XW, const u32a* WF, const float* bias, const Geo& g, int k0, int p0, int q0,
                           PoolEpi& epi) {
@@ -112,22 +127,13 @@ inline void fwd_tile_bf16(const u32a* XW, const u32a* WF, const float* bias, con
     for (int row = 0; row < 2; ++row)
       for (int qb = 0; qb < QB; ++qb) acc[kb][row][qb] = b0;
   }
-  const std::size_t wk = std::size_t(g.C) * g.R * SP;
+  const std::size_t wk = std::size_t(g.C) * g.R * SP, xr = std::size_t(g.Wp) * L;
   for (int c = 0; c < g.C; ++c) {
     const u32a* wc = WF + (std::size_t(k0) * g.C + c) * g.R * SP;
-    for (int rr = 0; rr <= g.R; ++rr) {
-      const u32a* xrow = XW + ((std::size_t(c) * g.Hp + p0 + rr) * g.Wp + q0) * L;
-      const int row_lo = rr == g.R ? 1 : 0, row_hi = rr == 0 ? 1 : 2;
-      for (int sp = 0; sp < SP; ++sp) {
-        B x[QB];
-        for (int qb = 0; qb < QB; ++qb) x[qb] = loadb(xrow + std::size_t(qb + 2 * sp) * L);
-        for (int row = row_lo; row < row_hi; ++row)
-          for (int kb = 0; kb < KB; ++kb) {
-            const B w = bcast(wc[kb * wk + (rr - row) * SP + sp]);
-            for (int qb = 0; qb < QB; ++qb) acc[kb][row][qb] = dp(acc[kb][row][qb], w, x[qb]);
-          }
-      }
-    }
+    const u32a* x0 = XW + ((std::size_t(c) * g.Hp + p0) * g.Wp + q0) * L;
+    fwd_rows_bf16<KB, QB, SP, 0, 1>(acc, x0, wc, wk, 0);
+    for (int rr = 1; rr < g.R; ++rr) fwd_rows_bf16<KB, QB, SP, 0, 2>(acc, x0 + rr * xr, wc, wk, rr);
+    fwd_rows_bf16<KB, QB, SP, 1, 2>(acc, x0 + g.R * xr, wc, wk, g.R);
   }
   epi.template operator()<KB, 2, QB>(acc, k0, p0, q0);
 }
@@ -247,6 +253,49 @@ inline void bwd_data_bf16(float* DX, const u32a* DK, const u32a* WK, const Geo& 
     });
 }
 
+// The pooled gradient dP routed to each window's winner (pool codes as in unpool_block), written straight
+// into the pair layouts without the unpooled fp32 copy: a window (2 x 2 at 2p2, 2q2) fills DQ[k][2p2][q2]
+// with its top pair and DQ[k][2p2+1][q2] with its bottom pair; DK (when not null) pairs channels 2kp, 2kp+1
+// at every position. dBl += the gradient that passed (code < 4).
+inline void unpool_pairs(u32a* DQ, u32a* DK, float* dBl, const float* dP, const float* codes, const Geo& g) {
+  const int P2 = g.P / 2, Q2 = g.Q / 2;
+  const R four = V::set1(4.0f), zero = V::zero();
+  const R pos[4] = {V::zero(), V::set1(1.0f), V::set1(2.0f), V::set1(3.0f)};
+  const std::size_t plane = std::size_t(g.P) * g.Q * L;
+  for (int k = 0; k < g.K; ++k) {
+    R bias_acc = V::load(dBl + std::size_t(k) * L);
+    for (int p = 0; p < P2; ++p)
+      for (int q = 0; q < Q2; ++q) {
+        const std::size_t at = ((std::size_t(k) * P2 + p) * Q2 + q) * L;
+        const R d = V::load(dP + at), code = V::load(codes + at);
+        const R v0 = V::select_eq(code, pos[0], d, zero), v1 = V::select_eq(code, pos[1], d, zero);
+        const R v2 = V::select_eq(code, pos[2], d, zero), v3 = V::select_eq(code, pos[3], d, zero);
+        storeb(DQ + ((std::size_t(k) * g.P + 2 * p) * Q2 + q) * L, interleave(v0, v1));
+        storeb(DQ + ((std::size_t(k) * g.P + 2 * p + 1) * Q2 + q) * L, interleave(v2, v3));
+        if (DK) {
+          // Channel k is the low (even k) or high (odd k) half of pair k/2: write it as 16-bit halves.
+          u32a* dk = DK + std::size_t(k / 2) * plane + ((std::size_t(2 * p) * g.Q) + 2 * q) * L;
+          const std::size_t down = std::size_t(g.Q) * L;
+          const __mmask32 half = (k & 1) ? 0xAAAAAAAAu : 0x55555555u;
+          auto put = [&](u32a* dst, R v) {
+            const B b = interleave(v, v);  // both halves hold v; the mask keeps this channel's half
+            _mm512_mask_storeu_epi16(dst, half, b);
+          };
+          put(dk, v0);
+          put(dk + L, v1);
+          put(dk + down, v2);
+          put(dk + down + L, v3);
+        }
+        bias_acc = V::add(bias_acc, V::select_gt(four, code, d, zero));
+      }
+    V::store(dBl + std::size_t(k) * L, bias_acc);
+  }
+  if (DK && (g.K & 1)) {  // the last pair's missing partner channel is zero
+    u32a* dk = DK + std::size_t(g.K / 2) * plane;
+    for (std::size_t i = 0; i < plane; i += L) _mm512_mask_storeu_epi16(dk + i, 0xAAAAAAAAu, _mm512_setzero_si512());
+  }
+}
+
 void crp_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* saved, const float* weight,
                   const Conv2dShape& s) {
   if (!fast_conv(s))
@@ -257,12 +306,11 @@ void crp_backward(float* dinp, float* dweight, float* dbias, const float* dout, 
   const std::size_t wl = g.w_floats() * L, bl = std::size_t(g.K) * L;
   const std::size_t dq = std::size_t(g.K) * g.P * QP * L, dkn = std::size_t(KP) * g.P * g.Q * L;
   const std::size_t wkn = std::size_t(KP) * g.C * g.R * g.S;
-  float* dWl = thread_scratch(wl + bl + g.pooled_floats() + g.y_floats() + dq + wkn +
+  float* dWl = thread_scratch(wl + bl + g.pooled_floats() + dq + wkn +
                               (dinp ? dkn + g.x_floats() + g.tmp_floats() : 0));
   float* dBl = dWl + wl;
   float* dP = dBl + bl;
-  float* D = dP + g.pooled_floats();
-  u32a* DQ = reinterpret_cast<u32a*>(D + g.y_floats());
+  u32a* DQ = reinterpret_cast<u32a*>(dP + g.pooled_floats());
   u32a* WK = DQ + dq;
   u32a* DK = WK + wkn;
   float* DX = reinterpret_cast<float*>(DK + (dinp ? dkn : 0));
@@ -277,25 +325,12 @@ void crp_backward(float* dinp, float* dweight, float* dbias, const float* dout, 
     const std::size_t pooled = std::size_t(g.K) * (g.P / 2) * (g.Q / 2);
     to_blocked(dP, dout, n0, nv, pooled);
     round_bf16(dP, dP, pooled * L);  // dout is an operand: bf16 (so dbias sums the same values)
-    unpool_block(D, dBl, dP, codes, g);
-    for (int k = 0; k < g.K; ++k)
-      for (int p = 0; p < g.P; ++p)
-        for (int qp = 0; qp < QP; ++qp) {
-          const float* d = D + ((std::size_t(k) * g.P + p) * g.Q + 2 * qp) * L;
-          storeb(DQ + ((std::size_t(k) * g.P + p) * QP + qp) * L, interleave(V::load(d), V::load(d + L)));
-        }
+    unpool_pairs(DQ, dinp ? DK : nullptr, dBl, dP, codes, g);
     if (g.S == 5)
       bwd_weight_bf16<5>(dWl, DQ, XW, g);
     else
       bwd_weight_bf16<3>(dWl, DQ, XW, g);
     if (dinp) {
-      const std::size_t plane = std::size_t(g.P) * g.Q * L;
-      for (int kp = 0; kp < KP; ++kp) {
-        const float* d0 = D + std::size_t(2 * kp) * plane;
-        const bool has1 = 2 * kp + 1 < g.K;
-        for (std::size_t i = 0; i < plane; i += L)
-          storeb(DK + kp * plane + i, interleave(V::load(d0 + i), has1 ? V::load(d0 + plane + i) : V::zero()));
-      }
       if (g.S == 5)
         bwd_data_bf16<5>(DX, DK, WK, g);
       else
