@@ -2,12 +2,15 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <memory>
 
 #include "ringtrain/cli/commands.h"
 #include "ringtrain/cli/options.h"
 #include "ringtrain/core/error.h"
 #include "ringtrain/data/dataset.h"
 #include "ringtrain/dist/communicator.h"
+#include "ringtrain/dist/launcher.h"
+#include "ringtrain/dist/mpi_communicator.h"
 #include "ringtrain/nn/models/lenet5.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/train/checkpoint.h"
@@ -34,11 +37,19 @@ Options train_options() {
   o.add("log-every", "100", "batches between log lines (0: none)");
   o.add("metrics", "", "write JSON-lines metrics (loss, lr, samples/s, data wait, test accuracy) to this file");
   o.add_flag("quiet", "print only the epoch summaries and the final lines");
+  o.add("progress", "auto", "auto (a bar on a terminal, log lines otherwise and under mpirun) | bar | lines");
   o.add("max-steps", "0", "stop after this many steps (0: run all epochs)");
   o.add("workers", "1", "loader threads preparing batches ahead of the step (0: prepare on the step's thread)");
   o.add("prefetch", "4", "batches the loader prepares ahead");
   o.add("augment-shift", "0", "shift each training sample by a random whole number of pixels up to this, per axis");
   o.add("isa", "auto", "kernels: auto | ref | scalar | avx2 | avx512 (also env RINGTRAIN_ISA)");
+  o.add("threads", "1", "threads inside each rank, splitting every step's batch (a fixed pool)");
+  o.add("nproc", "", "run N ranks on this machine (re-runs this command under mpirun -np N)");
+  o.add("allreduce", "ring", "gradient all-reduce: ring (ringtrain's) | mpi (the library's MPI_Allreduce)");
+  o.add("bucket-kb", "25", "gradient bucket size in KiB (all-reduces start as buckets fill during backward)");
+  o.add_flag("no-overlap", "all-reduce the gradients only after backward (for comparison)");
+  o.add("timeout", "1800", "seconds a collective may take before the whole job is aborted (0: never)");
+  o.add_flag("drop-last", "drop the samples that do not divide by the number of ranks (else pad, as PyTorch)");
   o.add("save", "", "write the final weights to this safetensors checkpoint");
   o.add("init-from", "", "start from the weights of this checkpoint instead of a fresh initialisation");
   return o;
@@ -49,6 +60,12 @@ Options train_options() {
 int train_command(int argc, char** argv, int first) {
   Options opt = train_options();
   if (!opt.parse(argc, argv, first)) return 0;
+  // --nproc N outside mpirun: become `mpirun -np N ringtrain train ...` (never returns).
+  if (opt.given("nproc") && !dist::launched_by_mpi()) {
+    const int64_t nproc = opt.integer("nproc");
+    check(nproc >= 1 && nproc <= 4096, "--nproc must be between 1 and 4096, got " + opt.str("nproc"));
+    dist::exec_under_mpirun(int(nproc), argc, argv, first);
+  }
 
   train::TrainConfig config;
   config.epochs = int(opt.integer("epochs"));
@@ -63,7 +80,12 @@ int train_command(int argc, char** argv, int first) {
   config.workers = int(opt.integer("workers"));
   config.metrics_path = opt.str("metrics");
   config.quiet = opt.flag("quiet");
-  config.terminal = train::stdout_is_terminal();
+  const std::string progress = opt.str("progress");
+  check(progress == "auto" || progress == "bar" || progress == "lines",
+        "--progress must be auto, bar or lines, got '" + progress + "'");
+  // Open MPI hands its ranks a pseudo-terminal whatever mpirun's own output is, so under mpirun a bar
+  // is drawn only when asked for.
+  config.terminal = progress == "bar" || (progress == "auto" && train::stdout_is_terminal() && !dist::launched_by_mpi());
   config.prefetch = int(opt.integer("prefetch"));
   config.augment_shift = int(opt.integer("augment-shift"));
   // Nonsense options are refused before any work starts.
@@ -82,10 +104,34 @@ int train_command(int argc, char** argv, int first) {
   check(config.prefetch >= 1 && config.prefetch <= 1024, "--prefetch must be between 1 and 1024, got " + opt.str("prefetch"));
   const ops::IsaLevel isa = opt.str("isa") == "auto" ? ops::default_isa() : ops::parse_isa(opt.str("isa"));
   const ops::KernelTable& kernels = ops::kernels_for(isa);
+  const int64_t threads = opt.integer("threads");
+  check(threads >= 1 && threads <= 256, "--threads must be between 1 and 256, got " + opt.str("threads"));
+  const int64_t bucket_kb = opt.integer("bucket-kb");
+  check(bucket_kb >= 1 && bucket_kb <= (1 << 20), "--bucket-kb must be between 1 and 1048576, got " + opt.str("bucket-kb"));
+  config.reducer.bucket_bytes = std::size_t(bucket_kb) << 10;
+  config.reducer.overlap = !opt.flag("no-overlap");
+  config.drop_last = opt.flag("drop-last");
+  dist::MpiOptions mpi_options;
+  mpi_options.algorithm = dist::parse_allreduce(opt.str("allreduce"));
+  mpi_options.timeout_s = opt.number("timeout");
+  check(mpi_options.timeout_s >= 0, "--timeout must be >= 0 seconds, got " + opt.str("timeout"));
 
-  dist::LocalCommunicator comm;
+  // Under mpirun/srun every rank joins the job; otherwise this process is a world of one.
+  std::unique_ptr<dist::MpiSession> session;
+  std::unique_ptr<dist::Communicator> world;
+  if (dist::launched_by_mpi()) {
+    session = std::make_unique<dist::MpiSession>(&argc, &argv);
+    world = std::make_unique<dist::MpiCommunicator>(MPI_COMM_WORLD, mpi_options);
+    check(!opt.given("nproc") || opt.integer("nproc") == world->size(),
+          "--nproc " + opt.str("nproc") + " does not match the " + std::to_string(world->size()) +
+              " ranks mpirun started; drop --nproc under mpirun");
+  } else {
+    world = std::make_unique<dist::LocalCommunicator>();
+  }
+  dist::Communicator& comm = *world;
   data::Dataset dataset = data::load_dataset(opt.str("data"));
   auto model = nn::make_lenet5();
+  model->set_threads(int(threads));
   if (opt.str("init-from").empty())
     model->init_parameters(config.seed);
   else
@@ -95,7 +141,11 @@ int train_command(int argc, char** argv, int first) {
     std::cout << "ringtrain: LeNet-5 (" << model->params().count() << " parameters) on " << dataset.name << " ("
               << dataset.train.count << " train / " << dataset.test.count << " test), " << comm.size()
               << " rank(s) x batch " << config.batch_size << ", " << config.optimizer << " lr " << config.lr
-              << ", kernels " << ops::isa_name(kernels.level) << std::endl;
+              << ", kernels " << ops::isa_name(kernels.level) << " x " << threads << " thread(s)"
+              << (comm.size() > 1 ? std::string(", all-reduce ") + opt.str("allreduce") +
+                                        (config.reducer.overlap ? " overlapped" : " after backward")
+                                  : std::string())
+              << std::endl;
 
   train::Trainer trainer(config, *model, kernels, comm, std::cout);
   train::TrainResult result = trainer.fit(dataset.train, dataset.test);
@@ -110,6 +160,10 @@ int train_command(int argc, char** argv, int first) {
     std::printf("trained %lld steps in %.1fs (%.0f samples/s, data wait %.2f%% of step time)\n",
                 (long long)result.steps, result.train_seconds, result.samples_per_second,
                 100.0 * result.data_wait_fraction);
+    if (comm.size() > 1)
+      std::printf("gradient wait %.3f ms/step after backward (%s), %.1fs in all-reduces\n",
+                  result.grad_wait_ms_per_step, config.reducer.overlap ? "overlap on" : "overlap off",
+                  result.allreduce_seconds);
     std::printf("test accuracy: %.2f%%\n", 100.0 * result.test.accuracy());
   }
   return 0;

@@ -7,6 +7,7 @@
 
 #include "ringtrain/core/error.h"
 #include "ringtrain/core/rng.h"
+#include "ringtrain/data/distributed_sampler.h"
 #include "ringtrain/train/metrics.h"
 #include "ringtrain/train/progress.h"
 
@@ -47,15 +48,28 @@ Trainer::Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelT
   check(config.epochs > 0, "--epochs must be positive, got " + std::to_string(config.epochs));
   check(config.lr > 0, "--lr must be positive");
   optimizer_ = make_optimizer(config, model.params().size());
+  if (auto* adam = dynamic_cast<optim::Adam*>(optimizer_.get())) adam->use_kernels(kernels);
+  if (comm_.size() > 1) {
+    // Every rank starts from rank 0's weights, whatever initialised them.
+    nn::ParameterSet& p = model_.params();
+    comm_.broadcast(p.params(), p.size() * sizeof(float), 0);
+    reducer_ = std::make_unique<dist::GradReducer>(p, comm_, config.reducer);
+  }
   model_.reserve(config.batch_size);
   dlogits_.resize(std::size_t(config.batch_size) * model.num_classes());
   probs_.resize(std::size_t(config.batch_size) * model.num_classes());
 }
 
 std::vector<int64_t> Trainer::epoch_indices(int64_t dataset_size, int epoch) const {
-  // Per-epoch shuffle from seed + epoch: the same order on every run with the same seed.
-  Rng rng(config_.seed + uint64_t(epoch), 0x5eed5eedULL);
-  return random_permutation(dataset_size, rng);
+  // PyTorch's DistributedSampler: one permutation per epoch from seed + epoch, shared by all ranks;
+  // this rank takes every W-th position. One rank gets the whole permutation.
+  data::DistributedSamplerOptions o;
+  o.seed = config_.seed;
+  o.drop_last = config_.drop_last;
+  o.stream = 0x5eed5eedULL;
+  data::DistributedSampler sampler(dataset_size, comm_.size(), comm_.rank(), o);
+  sampler.set_epoch(epoch);
+  return sampler.indices();
 }
 
 float Trainer::step(const data::Batch& batch) {
@@ -63,13 +77,13 @@ float Trainer::step(const data::Batch& batch) {
   const float* logits = model_.forward(kernels_, batch.x, N);
   float loss = kernels_.softmax_xent_forward(probs_.data(), logits, batch.labels, N, K);
   kernels_.softmax_xent_backward(dlogits_.data(), probs_.data(), batch.labels, N, K, 1.0f / float(N));
-  model_.backward(kernels_, batch.x, dlogits_.data(), N);
-  // Average gradients over the data-parallel world (every rank has the same N).
-  if (comm_.size() > 1) {
-    nn::ParameterSet& p = model_.params();
-    comm_.allreduce_sum(p.grads(), p.size());
-    const float inv = 1.0f / float(comm_.size());
-    for (std::size_t i = 0; i < p.size(); ++i) p.grads()[i] *= inv;
+  if (reducer_) {
+    // Buckets start their all-reduce as backward fills them; wait() returns the averaged gradients
+    // (every rank has the same N, so the average of the ranks' means is the global batch mean).
+    model_.backward(kernels_, batch.x, dlogits_.data(), N, reducer_->hook());
+    reducer_->wait();
+  } else {
+    model_.backward(kernels_, batch.x, dlogits_.data(), N);
   }
   optimizer_->step(model_.params().params(), model_.params().grads());
   return loss;
@@ -120,7 +134,9 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
                             .set("loss", loss_sum / double(loss_count))
                             .set("lr", optimizer_->lr())
                             .set("samples_per_s", rate)
-                            .set("data_wait", elapsed > 0 ? (loader.wait_seconds() - wait_at_start) / elapsed : 0.0));
+                            .set("data_wait", elapsed > 0 ? (loader.wait_seconds() - wait_at_start) / elapsed : 0.0)
+                            .set("grad_wait_ms", reducer_ ? 1000.0 * reducer_->stats().last_wait_s : 0.0)
+                            .set("allreduce_s", reducer_ ? reducer_->stats().comm_s : 0.0));
           loss_sum = 0.0;
           loss_count = 0;
         }
@@ -145,6 +161,11 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
       }
     }
     if (last) break;
+  }
+  if (reducer_) {
+    const dist::GradReducerStats& st = reducer_->stats();
+    result.grad_wait_ms_per_step = st.steps ? 1000.0 * st.wait_s / double(st.steps) : 0.0;
+    result.allreduce_seconds = st.comm_s;
   }
   result.train_seconds = train_seconds;
   result.data_wait_fraction = train_seconds > 0 ? loader.wait_seconds() / train_seconds : 0.0;

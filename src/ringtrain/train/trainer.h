@@ -1,6 +1,6 @@
 // The training loop: per-epoch shuffle, batches normalised to [0,1], forward, softmax cross-entropy,
-// backward, gradient averaging over the data-parallel world, optimizer step on the fp32 master
-// weights, evaluation on the test split after each epoch, a log line every log_every batches.
+// backward with gradients averaged over the data-parallel world by a GradReducer (bucketed all-reduces
+// started while backward runs), optimizer step on the fp32 master weights, evaluation on the test split after each epoch, a log line every log_every batches.
 // Same configuration and seed -> the same weights, bit for bit.
 #pragma once
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include "ringtrain/data/dataset.h"
 #include "ringtrain/data/loader.h"
 #include "ringtrain/dist/communicator.h"
+#include "ringtrain/dist/grad_reducer.h"
 #include "ringtrain/nn/model.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/optim/optimizer.h"
@@ -35,6 +36,8 @@ struct TrainConfig {
   std::string metrics_path;       // JSON lines, one a log step and one an epoch (rank 0); empty: none
   bool terminal = false;          // draw a progress bar (stdout is a terminal) instead of log lines
   bool quiet = false;             // only the epoch summaries
+  bool drop_last = false;         // sampler: drop the tail that does not divide by the world size
+  dist::GradReducerOptions reducer;  // gradient buckets and overlap (data-parallel runs)
 };
 
 struct TrainResult {
@@ -44,6 +47,8 @@ struct TrainResult {
   double train_seconds = 0.0;
   double samples_per_second = 0.0;  // global training samples per second (all ranks)
   double data_wait_fraction = 0.0;  // share of training time the step waited for a batch
+  double grad_wait_ms_per_step = 0.0;  // time a step waited for gradients after backward (W > 1)
+  double allreduce_seconds = 0.0;      // total time inside gradient all-reduces (W > 1)
 };
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& config, std::size_t n);
@@ -70,6 +75,7 @@ class Trainer {
   dist::Communicator& comm_;
   std::ostream& log_;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<dist::GradReducer> reducer_;  // only when the world has more than one rank
   AlignedBuffer<float> dlogits_, probs_;
 };
 
