@@ -100,6 +100,7 @@ int run(int argc, char** argv) {
   model->set_threads(threads);
   model->reserve(batch);
   optim::Adam adam(model->params().size(), {});
+  adam.use_kernels(k);  // as the trainer does: the table's vectorised adam_step (same bits as the scalar loop)
   std::vector<float> probs(std::size_t(batch) * 10), dlogits(probs.size());
   int cursor = 0;
   float last_loss = 0.0f;
