@@ -1,5 +1,7 @@
 // `ringtrain train`: trains LeNet-5 on a dataset and prints the test accuracy.
 #include <cstdio>
+#include <string>
+#include <vector>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -51,8 +53,44 @@ Options train_options() {
   o.add("timeout", "1800", "seconds a collective may take before the whole job is aborted (0: never)");
   o.add_flag("drop-last", "drop the samples that do not divide by the number of ranks (else pad, as PyTorch)");
   o.add("save", "", "write the final weights to this safetensors checkpoint");
+  o.add("checkpoint-dir", "", "write periodic checkpoints (weights, optimizer and trainer state) here");
+  o.add("checkpoint-every", "0", "steps between periodic checkpoints (0: one at the end)");
+  o.add("keep-checkpoints", "3", "newest periodic checkpoints kept");
+  o.add_flag("resume", "continue from the newest valid checkpoint in --checkpoint-dir (mid-epoch, any world size)");
+  o.add("max-restarts", "0", "with --nproc: relaunch the ranks from the newest checkpoint up to this many times");
   o.add("init-from", "", "start from the weights of this checkpoint instead of a fresh initialisation");
   return o;
+}
+
+// Runs the job under mpirun; when it fails, runs it again with --resume, up to max_restarts times
+// (like torchrun's elastic restarts). The ranks never see --max-restarts.
+int supervise_restarts(int nproc, int max_restarts, int argc, char** argv, int first) {
+  std::vector<std::string> args;
+  bool has_resume = false;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i >= first && a == "--max-restarts") {
+      ++i;
+      continue;
+    }
+    if (i >= first && a.rfind("--max-restarts=", 0) == 0) continue;
+    has_resume = has_resume || (i >= first && a == "--resume");
+    args.push_back(a);
+  }
+  for (int attempt = 0;; ++attempt) {
+    std::vector<std::string> run = args;
+    if (attempt > 0 && !has_resume) run.push_back("--resume");
+    std::vector<char*> cargv;
+    for (auto& a : run) cargv.push_back(a.data());
+    const int status = dist::run_plan(dist::mpirun_plan_for_self(nproc, int(cargv.size()), cargv.data(), first));
+    if (status == 0) return 0;
+    if (attempt == max_restarts) {
+      std::fprintf(stderr, "ringtrain: the job failed (exit %d) and all %d restart(s) are used up\n", status, max_restarts);
+      return status;
+    }
+    std::fprintf(stderr, "ringtrain: the job failed (exit %d); restart %d of %d from the newest checkpoint\n", status,
+                 attempt + 1, max_restarts);
+  }
 }
 
 }  // namespace
@@ -60,12 +98,19 @@ Options train_options() {
 int train_command(int argc, char** argv, int first) {
   Options opt = train_options();
   if (!opt.parse(argc, argv, first)) return 0;
-  // --nproc N outside mpirun: become `mpirun -np N ringtrain train ...` (never returns).
+  // --nproc N outside mpirun: become `mpirun -np N ringtrain train ...`, or with --max-restarts
+  // supervise it, relaunching from the newest checkpoint when a rank dies.
+  const int64_t max_restarts = opt.integer("max-restarts");
+  check(max_restarts >= 0 && max_restarts <= 1000, "--max-restarts must be between 0 and 1000, got " + opt.str("max-restarts"));
   if (opt.given("nproc") && !dist::launched_by_mpi()) {
     const int64_t nproc = opt.integer("nproc");
     check(nproc >= 1 && nproc <= 4096, "--nproc must be between 1 and 4096, got " + opt.str("nproc"));
-    dist::exec_under_mpirun(int(nproc), argc, argv, first);
+    if (max_restarts == 0) dist::exec_under_mpirun(int(nproc), argc, argv, first);
+    check(!opt.str("checkpoint-dir").empty(),
+          "--max-restarts needs --checkpoint-dir (a restart continues from its newest checkpoint)");
+    return supervise_restarts(int(nproc), int(max_restarts), argc, argv, first);
   }
+  check(max_restarts == 0, "--max-restarts needs --nproc: ringtrain can only restart ranks it launched itself");
 
   train::TrainConfig config;
   config.epochs = int(opt.integer("epochs"));
@@ -111,6 +156,15 @@ int train_command(int argc, char** argv, int first) {
   config.reducer.bucket_bytes = std::size_t(bucket_kb) << 10;
   config.reducer.overlap = !opt.flag("no-overlap");
   config.drop_last = opt.flag("drop-last");
+  config.checkpoint_dir = opt.str("checkpoint-dir");
+  config.checkpoint_every = opt.integer("checkpoint-every");
+  config.keep_checkpoints = int(opt.integer("keep-checkpoints"));
+  config.resume = opt.flag("resume");
+  check(config.checkpoint_every >= 0, "--checkpoint-every must be >= 0, got " + opt.str("checkpoint-every"));
+  check(config.keep_checkpoints >= 1 && config.keep_checkpoints <= 1000000,
+        "--keep-checkpoints must be at least 1, got " + opt.str("keep-checkpoints"));
+  check(!config.resume || !config.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
+  check(config.checkpoint_every == 0 || !config.checkpoint_dir.empty(), "--checkpoint-every needs --checkpoint-dir");
   dist::MpiOptions mpi_options;
   mpi_options.algorithm = dist::parse_allreduce(opt.str("allreduce"));
   mpi_options.timeout_s = opt.number("timeout");

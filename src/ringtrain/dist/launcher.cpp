@@ -1,6 +1,7 @@
 #include "ringtrain/dist/launcher.h"
 
 #include <limits.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -36,13 +37,37 @@ LaunchPlan mpirun_plan(int nproc, int argc, char** argv, int first, const std::s
   return plan;
 }
 
-void exec_under_mpirun(int nproc, int argc, char** argv, int first) {
+LaunchPlan mpirun_plan_for_self(int nproc, int argc, char** argv, int first) {
   char exe[PATH_MAX];
   ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
   check(len > 0, std::string("--nproc: cannot find this program's path: ") + std::strerror(errno));
   exe[len] = '\0';
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  LaunchPlan plan = mpirun_plan(nproc, argc, argv, first, exe, int(cores > 0 ? cores : 1), geteuid() == 0);
+  return mpirun_plan(nproc, argc, argv, first, exe, int(cores > 0 ? cores : 1), geteuid() == 0);
+}
+
+int run_plan(const LaunchPlan& plan) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  check(pid >= 0, std::string("--nproc: cannot fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    for (const auto& [k, v] : plan.env) setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> args;
+    for (const auto& a : plan.argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "ringtrain: --nproc: cannot run %s: %s\n", plan.argv[0].c_str(), std::strerror(errno));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    check(errno == EINTR, std::string("--nproc: waiting for mpirun failed: ") + std::strerror(errno));
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+void exec_under_mpirun(int nproc, int argc, char** argv, int first) {
+  LaunchPlan plan = mpirun_plan_for_self(nproc, argc, argv, first);
   for (const auto& [k, v] : plan.env) setenv(k.c_str(), v.c_str(), 1);
   std::vector<char*> args;
   for (auto& a : plan.argv) args.push_back(a.data());

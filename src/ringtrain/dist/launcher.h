@@ -17,6 +17,12 @@ struct LaunchPlan {
 // permission variables only when running as root. exe is the absolute path of this program.
 LaunchPlan mpirun_plan(int nproc, int argc, char** argv, int first, const std::string& exe, int cores, bool root);
 
+// The plan for this process: exe from /proc/self/exe, cores online, euid.
+LaunchPlan mpirun_plan_for_self(int nproc, int argc, char** argv, int first);
+
+// Runs the plan as a child process and waits for it; returns its exit status (128 + signal if killed).
+int run_plan(const LaunchPlan& plan);
+
 // Builds the plan for this process (exe from /proc/self/exe, cores online, euid) and execs it.
 // Returns only by throwing Error (mpirun not found, exec failed).
 [[noreturn]] void exec_under_mpirun(int nproc, int argc, char** argv, int first);

@@ -1,6 +1,9 @@
 #include "ringtrain/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <ostream>
@@ -8,6 +11,8 @@
 #include "ringtrain/core/error.h"
 #include "ringtrain/core/rng.h"
 #include "ringtrain/data/distributed_sampler.h"
+#include "ringtrain/train/checkpoint.h"
+#include "ringtrain/train/checkpoint_dir.h"
 #include "ringtrain/train/metrics.h"
 #include "ringtrain/train/progress.h"
 
@@ -21,6 +26,23 @@ std::string format(const char* fmt, double a, double b = 0, double c = 0, double
   char buf[256];
   std::snprintf(buf, sizeof buf, fmt, a, b, c, d, e);
   return buf;
+}
+// Fault injection for the kill-and-resume tests: RINGTRAIN_FAULT_KILL="RANK:STEP" makes that rank
+// SIGKILL itself right after that step of a run that did not resume (so a restarted job runs through).
+struct FaultInjection {
+  int rank = -1;
+  int64_t step = -1;
+};
+FaultInjection fault_injection_from_env() {
+  FaultInjection f;
+  if (const char* v = std::getenv("RINGTRAIN_FAULT_KILL")) {
+    long long rank = -1, step = -1;
+    check(std::sscanf(v, "%lld:%lld", &rank, &step) == 2 && rank >= 0 && step >= 1,
+          std::string("RINGTRAIN_FAULT_KILL must be RANK:STEP, got '") + v + "'");
+    f.rank = int(rank);
+    f.step = step;
+  }
+  return f;
 }
 }  // namespace
 
@@ -60,7 +82,7 @@ Trainer::Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelT
   probs_.resize(std::size_t(config.batch_size) * model.num_classes());
 }
 
-std::vector<int64_t> Trainer::epoch_indices(int64_t dataset_size, int epoch) const {
+std::vector<int64_t> Trainer::epoch_indices(int64_t dataset_size, int epoch, int64_t offset) const {
   // PyTorch's DistributedSampler: one permutation per epoch from seed + epoch, shared by all ranks;
   // this rank takes every W-th position. One rank gets the whole permutation.
   data::DistributedSamplerOptions o;
@@ -69,7 +91,74 @@ std::vector<int64_t> Trainer::epoch_indices(int64_t dataset_size, int epoch) con
   o.stream = 0x5eed5eedULL;
   data::DistributedSampler sampler(dataset_size, comm_.size(), comm_.rank(), o);
   sampler.set_epoch(epoch);
-  return sampler.indices();
+  if (offset == 0) return sampler.indices();
+  // Resumed mid-epoch (possibly at another world size): the rest of the global order from `offset`,
+  // dealt out round-robin; padded from the rest's start so every rank gets the same count (and so runs
+  // the same number of steps).
+  const std::vector<int64_t> global = sampler.global_indices();
+  const int64_t W = comm_.size(), rest = std::max<int64_t>(0, int64_t(global.size()) - offset);
+  if (rest == 0) return {};
+  const int64_t per_rank = (rest + W - 1) / W;
+  std::vector<int64_t> mine;
+  for (int64_t i = 0; i < per_rank; ++i) mine.push_back(global[offset + (i * W + comm_.rank()) % rest]);
+  return mine;
+}
+
+Trainer::Position Trainer::resume_from(const CheckpointDir& dir, int64_t dataset_size) {
+  // Rank 0 picks the newest checkpoint that loads completely (skipping damaged ones, saying so); every
+  // rank then loads that same file, so all continue from identical weights and optimizer state.
+  int64_t chosen_step = -1;
+  if (comm_.rank() == 0) {
+    const std::string path = dir.latest_valid(
+        [&](const std::string& p) {
+          auto md = read_checkpoint_metadata(p);
+          check(md.count("trainer.step") && md.count("trainer.epoch") && md.count("trainer.epoch_offset"),
+                p + ": not a periodic checkpoint (no trainer state)");
+          load_weights(p, model_);
+          load_optimizer_state(p, *optimizer_, model_);
+        },
+        [&](const std::string& warning) { log_ << warning << std::endl; });
+    if (!path.empty()) chosen_step = std::stoll(read_checkpoint_metadata(path).at("trainer.step"));
+  }
+  comm_.broadcast(&chosen_step, sizeof chosen_step, 0);
+  Position at;
+  if (chosen_step < 0) {
+    if (is_logger()) log_ << "resume: no valid checkpoint in " << dir.dir() << ", starting from scratch" << std::endl;
+    return at;
+  }
+  const std::string path = dir.path_for(chosen_step);
+  if (comm_.rank() != 0) {
+    load_weights(path, model_);
+    load_optimizer_state(path, *optimizer_, model_);
+  }
+  auto md = read_checkpoint_metadata(path);
+  at.step = std::stoll(md.at("trainer.step"));
+  at.epoch = std::stoi(md.at("trainer.epoch"));
+  at.offset = std::stoll(md.at("trainer.epoch_offset"));
+  check(md.count("trainer.seed") == 0 || std::stoull(md.at("trainer.seed")) == config_.seed,
+        path + ": was written with --seed " + md["trainer.seed"] + ", this run has --seed " +
+            std::to_string(config_.seed) + " (resume with the same seed)");
+  if (is_logger())
+    log_ << "resumed from " << path << ": step " << at.step << ", epoch " << at.epoch + 1 << " at sample "
+         << at.offset << " of " << dataset_size << " (written by " << md["trainer.world_size"] << " rank(s))"
+         << std::endl;
+  return at;
+}
+
+void Trainer::save_periodic(const CheckpointDir& dir, const Position& at) {
+  if (comm_.rank() == 0) {
+    std::map<std::string, std::string> md = config_.checkpoint_metadata;
+    md["trainer.step"] = std::to_string(at.step);
+    md["trainer.epoch"] = std::to_string(at.epoch);
+    md["trainer.epoch_offset"] = std::to_string(at.offset);
+    md["trainer.seed"] = std::to_string(config_.seed);
+    md["trainer.world_size"] = std::to_string(comm_.size());
+    md["trainer.batch_size"] = std::to_string(config_.batch_size);
+    save_checkpoint(dir.path_for(at.step), model_, optimizer_.get(), md);
+    dir.prune();
+  }
+  // Nobody runs ahead of a checkpoint being written (a killed rank then never loses one in flight).
+  comm_.barrier();
 }
 
 float Trainer::step(const data::Batch& batch) {
@@ -102,8 +191,20 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
 
   Progress progress(log_, config_.terminal, config_.log_every, config_.quiet);
   MetricsWriter metrics(is_logger() ? config_.metrics_path : std::string());
-  for (int epoch = 0; epoch < config_.epochs; ++epoch) {
-    loader.start_epoch(epoch_indices(train_split.count, epoch), 0, epoch);
+  std::unique_ptr<CheckpointDir> checkpoints;
+  if (!config_.checkpoint_dir.empty()) checkpoints = std::make_unique<CheckpointDir>(config_.checkpoint_dir, config_.keep_checkpoints);
+  Position start;
+  if (config_.resume) {
+    check(checkpoints != nullptr, "--resume needs --checkpoint-dir");
+    start = resume_from(*checkpoints, train_split.count);
+    result.steps = start.step;
+  }
+  const int64_t global_batch = int64_t(config_.batch_size) * comm_.size();
+  Position after = start;
+  const FaultInjection fault = fault_injection_from_env();
+  for (int epoch = start.epoch; epoch < config_.epochs; ++epoch) {
+    const int64_t offset = epoch == start.epoch ? start.offset : 0;
+    loader.start_epoch(epoch_indices(train_split.count, epoch, offset), 0, epoch);
     const int64_t steps_per_epoch = loader.batches_in_epoch();
     const auto epoch_start = Clock::now();
     const double wait_at_start = loader.wait_seconds();
@@ -141,6 +242,12 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
           loss_count = 0;
         }
       }
+      // Where a resumed run would continue after this step: the next epoch once this one is done.
+      after = b + 1 == steps_per_epoch ? Position{result.steps, epoch + 1, 0}
+                                       : Position{result.steps, epoch, offset + (b + 1) * global_batch};
+      if (checkpoints && config_.checkpoint_every > 0 && result.steps % config_.checkpoint_every == 0)
+        save_periodic(*checkpoints, after);
+      if (fault.rank == comm_.rank() && fault.step == result.steps && start.step == 0) std::raise(SIGKILL);
       if (config_.max_steps > 0 && result.steps >= config_.max_steps) break;
     }
     const double epoch_seconds = seconds_since(epoch_start);
@@ -160,7 +267,11 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
                           .set("epoch_seconds", epoch_seconds));
       }
     }
-    if (last) break;
+    if (last) {
+      if (checkpoints && (config_.checkpoint_every == 0 || result.steps % config_.checkpoint_every != 0))
+        save_periodic(*checkpoints, after);
+      break;
+    }
   }
   if (reducer_) {
     const dist::GradReducerStats& st = reducer_->stats();

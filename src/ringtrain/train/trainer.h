@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -38,6 +39,11 @@ struct TrainConfig {
   bool quiet = false;             // only the epoch summaries
   bool drop_last = false;         // sampler: drop the tail that does not divide by the world size
   dist::GradReducerOptions reducer;  // gradient buckets and overlap (data-parallel runs)
+  std::string checkpoint_dir;     // periodic checkpoints go here (empty: none)
+  int64_t checkpoint_every = 0;   // steps between checkpoints (0: only at the end, when a dir is given)
+  int keep_checkpoints = 3;       // newest checkpoints kept in the directory
+  bool resume = false;            // continue from the newest valid checkpoint in checkpoint_dir
+  std::map<std::string, std::string> checkpoint_metadata;  // stored in every checkpoint
 };
 
 struct TrainResult {
@@ -65,8 +71,17 @@ class Trainer {
  private:
   // One step on a prepared batch; returns the batch loss.
   float step(const data::Batch& batch);
-  // This rank's sample indices for an epoch, in the order they are trained on.
-  std::vector<int64_t> epoch_indices(int64_t dataset_size, int epoch) const;
+  // This rank's sample indices for an epoch, in the order they are trained on, starting at position
+  // `offset` of the epoch's global (all-rank) order: after k steps of W ranks x B samples, offset = k*W*B.
+  std::vector<int64_t> epoch_indices(int64_t dataset_size, int epoch, int64_t offset) const;
+  // Where a resumed run continues: the step count, the epoch and the global offset inside it.
+  struct Position {
+    int64_t step = 0;
+    int epoch = 0;
+    int64_t offset = 0;
+  };
+  Position resume_from(const class CheckpointDir& dir, int64_t dataset_size);
+  void save_periodic(const class CheckpointDir& dir, const Position& at);
   bool is_logger() const { return comm_.rank() == 0; }
 
   TrainConfig config_;
