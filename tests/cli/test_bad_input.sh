@@ -24,4 +24,11 @@ printf 'not a checkpoint' > "$WORK/junk.safetensors"
 expect_error "junk checkpoint" "$WORK/junk.safetensors" "$RINGTRAIN" eval --checkpoint "$WORK/junk.safetensors" --data "$WORK/good"
 expect_error "eval without checkpoint" "--checkpoint" "$RINGTRAIN" eval --data "$WORK/good"
 expect_error "unknown command" "unknown command" "$RINGTRAIN" frobnicate
+# Divergence (NaN loss) stops the run with a message; the checkpoint written before it stays loadable.
+expect_error "diverging run" "training diverged" "$RINGTRAIN" train --data "$WORK/good" --lr 1e30 --batch-size 10 --checkpoint-dir "$WORK/nan" --checkpoint-every 1
+"$RINGTRAIN" eval --checkpoint "$WORK/nan/step-00000001.safetensors" --data "$WORK/good" > /dev/null 2>&1 && pass || fail "the checkpoint before the divergence does not load"
+expect_error "threads 0" "--threads" "$RINGTRAIN" train --data "$WORK/good" --threads 0
+expect_error "bad allreduce" "allreduce" "$RINGTRAIN" train --data "$WORK/good" --allreduce tree
+expect_error "negative timeout" "--timeout" "$RINGTRAIN" train --data "$WORK/good" --timeout -5
+expect_error "bad progress" "--progress" "$RINGTRAIN" train --data "$WORK/good" --progress fancy
 finish
