@@ -15,6 +15,8 @@
 #include "ringtrain/dist/mpi_communicator.h"
 #include "ringtrain/nn/models/lenet5.h"
 #include "ringtrain/ops/kernels.h"
+#include "ringtrain/ops/lowp.h"
+#include "ringtrain/dist/half_allreduce.h"
 #include "ringtrain/train/checkpoint.h"
 #include "ringtrain/train/progress.h"
 #include "ringtrain/train/trainer.h"
@@ -45,6 +47,9 @@ Options train_options() {
   o.add("prefetch", "4", "batches the loader prepares ahead");
   o.add("augment-shift", "0", "shift each training sample by a random whole number of pixels up to this, per axis");
   o.add("isa", "auto", "kernels: auto | ref | scalar | avx2 | avx512 (also env RINGTRAIN_ISA)");
+  o.add("precision", "fp32", "compute: fp32 | bf16 (vdpbf16ps kernels where the CPU has them) | fp16 (storage, "
+                             "fp32 math, dynamic loss scaling); master weights and Adam state stay fp32");
+  o.add("grad-comm", "fp32", "gradients on the wire in the all-reduce: fp32 | bf16 | fp16 (summed in fp32)");
   o.add("threads", "1", "threads inside each rank, splitting every step's batch (a fixed pool)");
   o.add("nproc", "", "run N ranks on this machine (re-runs this command under mpirun -np N)");
   o.add("allreduce", "ring", "gradient all-reduce: ring (ringtrain's) | mpi (the library's MPI_Allreduce)");
@@ -148,7 +153,10 @@ int train_command(int argc, char** argv, int first) {
   check(config.workers >= 0 && config.workers <= 64, "--workers must be between 0 and 64, got " + opt.str("workers"));
   check(config.prefetch >= 1 && config.prefetch <= 1024, "--prefetch must be between 1 and 1024, got " + opt.str("prefetch"));
   const ops::IsaLevel isa = opt.str("isa") == "auto" ? ops::default_isa() : ops::parse_isa(opt.str("isa"));
-  const ops::KernelTable& kernels = ops::kernels_for(isa);
+  const ops::Precision precision = ops::parse_precision(opt.str("precision"));
+  const ops::KernelTable& kernels = ops::kernels_for(isa, precision);
+  config.precision = ops::precision_name(precision);
+  config.grad_comm = dist::grad_comm_name(dist::parse_grad_comm(opt.str("grad-comm")));
   const int64_t threads = opt.integer("threads");
   check(threads >= 1 && threads <= 256, "--threads must be between 1 and 256, got " + opt.str("threads"));
   const int64_t bucket_kb = opt.integer("bucket-kb");
@@ -195,9 +203,11 @@ int train_command(int argc, char** argv, int first) {
     std::cout << "ringtrain: LeNet-5 (" << model->params().count() << " parameters) on " << dataset.name << " ("
               << dataset.train.count << " train / " << dataset.test.count << " test), " << comm.size()
               << " rank(s) x batch " << config.batch_size << ", " << config.optimizer << " lr " << config.lr
-              << ", kernels " << ops::isa_name(kernels.level) << " x " << threads << " thread(s)"
+              << ", kernels " << ops::isa_name(kernels.level) << " " << config.precision << " x " << threads
+              << " thread(s)"
               << (comm.size() > 1 ? std::string(", all-reduce ") + opt.str("allreduce") +
-                                        (config.reducer.overlap ? " overlapped" : " after backward")
+                                        (config.reducer.overlap ? " overlapped" : " after backward") +
+                                        (config.grad_comm != "fp32" ? ", gradients in " + config.grad_comm : std::string())
                                   : std::string())
               << std::endl;
 
@@ -218,6 +228,12 @@ int train_command(int argc, char** argv, int first) {
       std::printf("gradient wait %.3f ms/step after backward (%s), %.1fs in all-reduces\n",
                   result.grad_wait_ms_per_step, config.reducer.overlap ? "overlap on" : "overlap off",
                   result.allreduce_seconds);
+    if (comm.size() > 1)
+      std::printf("all-reduce bytes per step: %.0f sent by each rank (gradients in %s)\n", result.allreduce_bytes_per_step,
+                  config.grad_comm.c_str());
+    if (config.precision == "fp16")
+      std::printf("fp16 loss scaling: %lld step(s) skipped, final scale %g\n", (long long)result.skipped_steps,
+                  double(result.loss_scale));
     std::printf("test accuracy: %.2f%%\n", 100.0 * result.test.accuracy());
   }
   return 0;

@@ -75,8 +75,14 @@ Trainer::Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelT
     // Every rank starts from rank 0's weights, whatever initialised them.
     nn::ParameterSet& p = model_.params();
     comm_.broadcast(p.params(), p.size() * sizeof(float), 0);
-    reducer_ = std::make_unique<dist::GradReducer>(p, comm_, config.reducer);
+    const dist::GradComm wire = dist::parse_grad_comm(config.grad_comm);
+    if (wire != dist::GradComm::Fp32) grad_comm_ = std::make_unique<dist::HalfGradCommunicator>(comm_, wire);
+    reducer_ = std::make_unique<dist::GradReducer>(p, grad_comm_ ? static_cast<dist::Communicator&>(*grad_comm_) : comm_,
+                                                   config.reducer);
   }
+  check(config.precision == "fp32" || config.precision == "bf16" || config.precision == "fp16",
+        "--precision must be fp32, bf16 or fp16, got '" + config.precision + "'");
+  if (config.precision == "fp16") scaler_ = std::make_unique<optim::LossScaler>();
   model_.reserve(config.batch_size);
   dlogits_.resize(std::size_t(config.batch_size) * model.num_classes());
   probs_.resize(std::size_t(config.batch_size) * model.num_classes());
@@ -165,7 +171,9 @@ float Trainer::step(const data::Batch& batch) {
   const int N = batch.N, K = model_.num_classes();
   const float* logits = model_.forward(kernels_, batch.x, N);
   float loss = kernels_.softmax_xent_forward(probs_.data(), logits, batch.labels, N, K);
-  kernels_.softmax_xent_backward(dlogits_.data(), probs_.data(), batch.labels, N, K, 1.0f / float(N));
+  // fp16: the loss is scaled (the gradient of the logits carries the factor) so small gradients survive.
+  const float loss_scale = scaler_ ? scaler_->scale() : 1.0f;
+  kernels_.softmax_xent_backward(dlogits_.data(), probs_.data(), batch.labels, N, K, loss_scale / float(N));
   if (reducer_) {
     // Buckets start their all-reduce as backward fills them; wait() returns the averaged gradients
     // (every rank has the same N, so the average of the ranks' means is the global batch mean).
@@ -173,6 +181,16 @@ float Trainer::step(const data::Batch& batch) {
     reducer_->wait();
   } else {
     model_.backward(kernels_, batch.x, dlogits_.data(), N);
+  }
+  if (scaler_) {
+    // Unscale + inf/NaN check in one pass; every rank agrees to skip if any rank found one.
+    const optim::LossScaleStep st =
+        scaler_->step(*optimizer_, model_.params().params(), model_.params().grads(), model_.params().size(),
+                      [this](bool local) { return dist::any_rank(comm_, local); });
+    if (!st.applied && is_logger())
+      log_ << "fp16: gradients hold inf/NaN (on some rank) - step skipped on every rank, loss scale "
+           << st.scale << " -> " << st.next_scale << std::endl;
+    return loss;
   }
   optimizer_->step(model_.params().params(), model_.params().grads());
   return loss;
@@ -237,7 +255,8 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
                             .set("samples_per_s", rate)
                             .set("data_wait", elapsed > 0 ? (loader.wait_seconds() - wait_at_start) / elapsed : 0.0)
                             .set("grad_wait_ms", reducer_ ? 1000.0 * reducer_->stats().last_wait_s : 0.0)
-                            .set("allreduce_s", reducer_ ? reducer_->stats().comm_s : 0.0));
+                            .set("allreduce_s", reducer_ ? reducer_->stats().comm_s : 0.0)
+                            .set("loss_scale", scaler_ ? scaler_->scale() : 1.0));
           loss_sum = 0.0;
           loss_count = 0;
         }
@@ -277,6 +296,13 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
     const dist::GradReducerStats& st = reducer_->stats();
     result.grad_wait_ms_per_step = st.steps ? 1000.0 * st.wait_s / double(st.steps) : 0.0;
     result.allreduce_seconds = st.comm_s;
+    const std::size_t elem = dist::grad_comm_bytes(dist::parse_grad_comm(config_.grad_comm));
+    for (const dist::Bucket& b : reducer_->buckets())
+      result.allreduce_bytes_per_step += double(dist::ring_bytes_sent(b.count, comm_.size(), elem));
+  }
+  if (scaler_) {
+    result.skipped_steps = scaler_->skipped_steps();
+    result.loss_scale = scaler_->scale();
   }
   result.train_seconds = train_seconds;
   result.data_wait_fraction = train_seconds > 0 ? loader.wait_seconds() / train_seconds : 0.0;

@@ -13,8 +13,10 @@
 #include "ringtrain/data/loader.h"
 #include "ringtrain/dist/communicator.h"
 #include "ringtrain/dist/grad_reducer.h"
+#include "ringtrain/dist/half_allreduce.h"
 #include "ringtrain/nn/model.h"
 #include "ringtrain/ops/kernels.h"
+#include "ringtrain/optim/loss_scaler.h"
 #include "ringtrain/optim/optimizer.h"
 #include "ringtrain/train/evaluate.h"
 
@@ -44,6 +46,10 @@ struct TrainConfig {
   int keep_checkpoints = 3;       // newest checkpoints kept in the directory
   bool resume = false;            // continue from the newest valid checkpoint in checkpoint_dir
   std::map<std::string, std::string> checkpoint_metadata;  // stored in every checkpoint
+  // Mixed precision (docs/MIXED_PRECISION.md). The kernel table passed to the Trainer decides the compute
+  // precision (ops::kernels_for(level, precision)); fp16 here turns on dynamic loss scaling.
+  std::string precision = "fp32";   // fp32 | bf16 | fp16
+  std::string grad_comm = "fp32";   // gradients on the wire: fp32 | bf16 | fp16 (W > 1)
 };
 
 struct TrainResult {
@@ -55,6 +61,9 @@ struct TrainResult {
   double data_wait_fraction = 0.0;  // share of training time the step waited for a batch
   double grad_wait_ms_per_step = 0.0;  // time a step waited for gradients after backward (W > 1)
   double allreduce_seconds = 0.0;      // total time inside gradient all-reduces (W > 1)
+  double allreduce_bytes_per_step = 0.0;  // gradient bytes one rank sends a step (ring average; W > 1)
+  int64_t skipped_steps = 0;           // fp16: steps skipped for inf/NaN gradients
+  float loss_scale = 1.0f;             // fp16: the final loss scale
 };
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& config, std::size_t n);
@@ -90,7 +99,9 @@ class Trainer {
   dist::Communicator& comm_;
   std::ostream& log_;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<dist::HalfGradCommunicator> grad_comm_;  // --grad-comm bf16|fp16 (W > 1)
   std::unique_ptr<dist::GradReducer> reducer_;  // only when the world has more than one rank
+  std::unique_ptr<optim::LossScaler> scaler_;   // --precision fp16
   AlignedBuffer<float> dlogits_, probs_;
 };
 
