@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
   const ops::AdamStep astep{0.9f, 0.999f, 1e-8f, 0.0f, 1e-3f, 0.03f};
   add("adam_step (61,706 parameters)", 0,
       [&, astep] { k.adam_step(ap.data(), ag.data(), am.data(), av.data(), ap.size(), astep); });
-  add("adam_step reference loop (= optim::Adam)", 0,
+  add("adam_step reference loop (optim::Adam without use_kernels)", 0,
       [&, astep] { ops::reference_kernels().adam_step(ap.data(), ag.data(), am.data(), av.data(), ap.size(), astep); });
 
   benchmark::Initialize(&argc, argv);
