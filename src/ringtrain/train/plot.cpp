@@ -38,7 +38,7 @@ std::string tick_label(double v, double step) {
 }  // namespace
 
 void draw_panel(Image& img, int x0, int y0, int w, int h, const std::string& title, const std::string& xlabel,
-                const std::string& ylabel, const std::vector<Series>& series) {
+                const std::string& ylabel, const std::vector<Series>& series, bool legend_at_bottom) {
   // Layout: title on top, y tick labels on the left, x tick labels and the x title below.
   const int left = 70, right = 15, top = 28, bottom = 45;
   const int px = x0 + left, py = y0 + top, pw = w - left - right, ph = h - top - bottom;
@@ -83,7 +83,7 @@ void draw_panel(Image& img, int x0, int y0, int w, int h, const std::string& tit
   img.text(x0 + 4, py - 12, ylabel, 1, 0, 0, 0);
 
   // Series (two-pixel lines, a dot per point when there are few) and the legend.
-  int legend_y = py + 6;
+  int legend_y = legend_at_bottom ? py + ph - 8 - 14 * int(series.size()) : py + 6;
   for (const Series& s : series) {
     int last_x = -1, last_y = -1;
     for (std::size_t i = 0; i < s.x.size(); ++i) {
@@ -119,7 +119,8 @@ Image plot_metrics(const std::vector<MetricsRow>& rows, const std::string& title
   Image img(w, 40 + 3 * ph, 255, 255, 255);
   img.text((w - Image::text_width(title, 2)) / 2, 10, title, 2, 0, 0, 0);
   draw_panel(img, 0, 40, w, ph, "Training loss", "step", "loss", {loss});
-  draw_panel(img, 0, 40 + ph, w, ph, "Test accuracy (end of each epoch)", "step", "accuracy %", {acc});
+  // Accuracy rises to the top right, so its legend goes to the bottom.
+  draw_panel(img, 0, 40 + ph, w, ph, "Test accuracy (end of each epoch)", "step", "accuracy %", {acc}, true);
   draw_panel(img, 0, 40 + 2 * ph, w, ph, "Throughput", "step", "samples/s (all ranks)", {rate});
   return img;
 }

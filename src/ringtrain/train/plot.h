@@ -17,7 +17,7 @@ struct Series {
 
 // Draws one panel (frame, ticks, labels, series, legend) into img at (x0, y0) with size w x h.
 void draw_panel(Image& img, int x0, int y0, int w, int h, const std::string& title, const std::string& xlabel,
-                const std::string& ylabel, const std::vector<Series>& series);
+                const std::string& ylabel, const std::vector<Series>& series, bool legend_at_bottom = false);
 
 // The three-panel figure of a run's metrics. Throws Error if the metrics hold no training steps.
 Image plot_metrics(const std::vector<MetricsRow>& rows, const std::string& title);
