@@ -1,4 +1,5 @@
 // `ringtrain train`: trains LeNet-5 on a dataset and prints the test accuracy.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -13,11 +14,14 @@
 #include "ringtrain/dist/communicator.h"
 #include "ringtrain/dist/launcher.h"
 #include "ringtrain/dist/mpi_communicator.h"
+#include "ringtrain/dist/process_grid.h"
 #include "ringtrain/nn/models/lenet5.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/ops/lowp.h"
 #include "ringtrain/dist/half_allreduce.h"
 #include "ringtrain/train/checkpoint.h"
+#include "ringtrain/train/memory_report.h"
+#include "ringtrain/train/tp_checkpoint.h"
 #include "ringtrain/train/progress.h"
 #include "ringtrain/train/trainer.h"
 
@@ -56,6 +60,7 @@ Options train_options() {
   o.add("bucket-kb", "25", "gradient bucket size in KiB (all-reduces start as buckets fill during backward)");
   o.add_flag("no-overlap", "all-reduce the gradients only after backward (for comparison)");
   o.add("timeout", "1800", "seconds a collective may take before the whole job is aborted (0: never)");
+  o.add("tp", "1", "tensor-parallel ranks: fc1/fc2 split over this many ranks (must divide the ranks; dp = ranks / tp)");
   o.add_flag("drop-last", "drop the samples that do not divide by the number of ranks (else pad, as PyTorch)");
   o.add("save", "", "write the final weights to this safetensors checkpoint");
   o.add("checkpoint-dir", "", "write periodic checkpoints (weights, optimizer and trainer state) here");
@@ -103,6 +108,8 @@ int supervise_restarts(int nproc, int max_restarts, int argc, char** argv, int f
 int train_command(int argc, char** argv, int first) {
   Options opt = train_options();
   if (!opt.parse(argc, argv, first)) return 0;
+  const int64_t tp = opt.integer("tp");
+  check(tp >= 1 && tp <= 4096, "--tp must be between 1 and 4096, got " + opt.str("tp"));
   // --nproc N outside mpirun: become `mpirun -np N ringtrain train ...`, or with --max-restarts
   // supervise it, relaunching from the newest checkpoint when a rank dies.
   const int64_t max_restarts = opt.integer("max-restarts");
@@ -110,6 +117,7 @@ int train_command(int argc, char** argv, int first) {
   if (opt.given("nproc") && !dist::launched_by_mpi()) {
     const int64_t nproc = opt.integer("nproc");
     check(nproc >= 1 && nproc <= 4096, "--nproc must be between 1 and 4096, got " + opt.str("nproc"));
+    dist::check_tp(int(nproc), int(tp));  // before launching anything
     if (max_restarts == 0) dist::exec_under_mpirun(int(nproc), argc, argv, first);
     check(!opt.str("checkpoint-dir").empty(),
           "--max-restarts needs --checkpoint-dir (a restart continues from its newest checkpoint)");
@@ -159,6 +167,8 @@ int train_command(int argc, char** argv, int first) {
   config.grad_comm = dist::grad_comm_name(dist::parse_grad_comm(opt.str("grad-comm")));
   const int64_t threads = opt.integer("threads");
   check(threads >= 1 && threads <= 256, "--threads must be between 1 and 256, got " + opt.str("threads"));
+  check(tp == 1 || threads == 1, "--threads: the tensor-parallel layers run whole batches; use --threads 1 with --tp " +
+                                     opt.str("tp"));
   const int64_t bucket_kb = opt.integer("bucket-kb");
   check(bucket_kb >= 1 && bucket_kb <= (1 << 20), "--bucket-kb must be between 1 and 1048576, got " + opt.str("bucket-kb"));
   config.reducer.bucket_bytes = std::size_t(bucket_kb) << 10;
@@ -191,30 +201,70 @@ int train_command(int argc, char** argv, int first) {
     world = std::make_unique<dist::LocalCommunicator>();
   }
   dist::Communicator& comm = *world;
+  // --tp: the world as dp x tp (dist/process_grid.h), refused before any work unless tp divides it. The
+  // trainer then runs data-parallel over the dp group, the fc layers' all-reduces over the tensor group.
+  dist::check_tp(comm.size(), int(tp));
+  std::unique_ptr<dist::ProcessGrid> grid;
+  if (tp > 1) grid = std::make_unique<dist::ProcessGrid>(comm, int(tp), mpi_options);
+  dist::Communicator& dp_comm = grid ? grid->dp_comm() : comm;
   data::Dataset dataset = data::load_dataset(opt.str("data"));
-  auto model = nn::make_lenet5();
+  auto model = grid ? nn::make_lenet5_tp(grid->tensor_group()) : nn::make_lenet5();
   model->set_threads(int(threads));
-  if (opt.str("init-from").empty())
+  if (grid) {  // every rank cuts its shards from the same whole weights
+    if (opt.str("init-from").empty()) {
+      auto whole = nn::make_lenet5();
+      whole->init_parameters(config.seed);
+      dist::split_to_shards(whole->params(), whole->params().params(), model->params(), model->params().params());
+    } else {
+      train::load_sharded_weights(opt.str("init-from"), *model);
+    }
+  } else if (opt.str("init-from").empty()) {
     model->init_parameters(config.seed);
-  else
+  } else {
     train::load_weights(opt.str("init-from"), *model);
+  }
 
   if (comm.rank() == 0)
-    std::cout << "ringtrain: LeNet-5 (" << model->params().count() << " parameters) on " << dataset.name << " ("
+    std::cout << "ringtrain: LeNet-5 (" << train::memory_totals(model->params()).whole << " parameters) on " << dataset.name << " ("
               << dataset.train.count << " train / " << dataset.test.count << " test), " << comm.size()
-              << " rank(s) x batch " << config.batch_size << ", " << config.optimizer << " lr " << config.lr
+              << " rank(s) x batch " << config.batch_size
+              << (grid ? " (dp " + std::to_string(grid->dp()) + " x tp " + std::to_string(grid->tp()) + ")" : "") << ", " << config.optimizer << " lr " << config.lr
               << ", kernels " << ops::isa_name(kernels.level) << " " << config.precision << " x " << threads
               << " thread(s)"
-              << (comm.size() > 1 ? std::string(", all-reduce ") + opt.str("allreduce") +
+              << (dp_comm.size() > 1 ? std::string(", all-reduce ") + opt.str("allreduce") +
                                         (config.reducer.overlap ? " overlapped" : " after backward") +
                                         (config.grad_comm != "fp32" ? ", gradients in " + config.grad_comm : std::string())
                                   : std::string())
               << std::endl;
 
-  train::Trainer trainer(config, *model, kernels, comm, std::cout);
+  {  // what each rank holds (rank 0's table; one line a rank when the split is uneven)
+    const train::MemoryTotals mine = train::memory_totals(model->params());
+    std::vector<int64_t> held(std::size_t(comm.size()), 0);
+    held[std::size_t(comm.rank())] = int64_t(mine.params);
+    comm.allreduce_sum(held.data(), held.size());
+    if (comm.rank() == 0 && !config.quiet) {
+      const int buffers = config.optimizer == "adam" ? 2 : 1;
+      std::cout << train::memory_report(model->params(), buffers,
+                                        grid ? "rank 0 (dp 0, tp 0 of " + std::to_string(grid->tp()) + ")" : "rank 0");
+      if (*std::min_element(held.begin(), held.end()) != *std::max_element(held.begin(), held.end())) {
+        std::cout << "  parameters held per rank:";
+        for (int64_t h : held) std::cout << " " << h;
+        std::cout << std::endl;
+      }
+    }
+  }
+
+  train::Trainer trainer(config, *model, kernels, dp_comm, std::cout);
+  if (grid) trainer.set_process_grid(grid.get());
   train::TrainResult result = trainer.fit(dataset.train, dataset.test);
 
-  if (!opt.str("save").empty() && comm.rank() == 0) {
+  if (!opt.str("save").empty() && grid) {  // collective: shards gathered to whole tensors, rank 0 writes
+    train::save_sharded_checkpoint(opt.str("save"), *model, &trainer.optimizer(),
+                                   {{"dataset", dataset.name}, {"epochs", std::to_string(config.epochs)},
+                                    {"seed", opt.str("seed")}, {"tp", opt.str("tp")}},
+                                   *grid);
+    if (comm.rank() == 0) std::cout << "saved " << opt.str("save") << std::endl;
+  } else if (!opt.str("save").empty() && comm.rank() == 0) {
     train::save_checkpoint(opt.str("save"), *model, &trainer.optimizer(),
                            {{"dataset", dataset.name}, {"epochs", std::to_string(config.epochs)},
                             {"seed", opt.str("seed")}});
@@ -224,11 +274,19 @@ int train_command(int argc, char** argv, int first) {
     std::printf("trained %lld steps in %.1fs (%.0f samples/s, data wait %.2f%% of step time)\n",
                 (long long)result.steps, result.train_seconds, result.samples_per_second,
                 100.0 * result.data_wait_fraction);
-    if (comm.size() > 1)
+    if (grid) {  // fc2's output forward + fc1's input gradient backward: [B,84] + [B,400] floats a step
+      const auto& st = grid->tensor_group().stats();
+      const double per_step = 4.0 * config.batch_size * (84 + 400);
+      std::printf("tensor-parallel all-reduce: %d bytes a training step per rank (%.0f sent on the ring); "
+                  "%.1f MiB in %lld calls over training and evaluation, %.2fs\n",
+                  int(per_step), per_step * 2.0 * (grid->tp() - 1) / grid->tp(), 4.0 * double(st.floats) / 1048576.0,
+                  (long long)st.calls, st.seconds);
+    }
+    if (dp_comm.size() > 1)
       std::printf("gradient wait %.3f ms/step after backward (%s), %.1fs in all-reduces\n",
                   result.grad_wait_ms_per_step, config.reducer.overlap ? "overlap on" : "overlap off",
                   result.allreduce_seconds);
-    if (comm.size() > 1)
+    if (dp_comm.size() > 1)
       std::printf("all-reduce bytes per step: %.0f sent by each rank (gradients in %s)\n", result.allreduce_bytes_per_step,
                   config.grad_comm.c_str());
     if (config.precision == "fp16")

@@ -15,6 +15,7 @@
 #include "ringtrain/train/checkpoint_dir.h"
 #include "ringtrain/train/metrics.h"
 #include "ringtrain/train/progress.h"
+#include "ringtrain/train/tp_checkpoint.h"
 
 namespace ringtrain::train {
 
@@ -110,6 +111,20 @@ std::vector<int64_t> Trainer::epoch_indices(int64_t dataset_size, int epoch, int
   return mine;
 }
 
+bool Trainer::tensor_parallel() const { return grid_ && grid_->tp() > 1; }
+// Under --tp the data-parallel rank 0 of every tensor group would qualify: only world rank 0 logs.
+bool Trainer::is_logger() const { return comm_.rank() == 0 && (!grid_ || grid_->tp_rank() == 0); }
+
+void Trainer::load_state(const std::string& path) {
+  if (tensor_parallel()) {
+    load_sharded_weights(path, model_);
+    load_sharded_optimizer_state(path, *optimizer_, model_);
+  } else {
+    load_weights(path, model_);
+    load_optimizer_state(path, *optimizer_, model_);
+  }
+}
+
 Trainer::Position Trainer::resume_from(const CheckpointDir& dir, int64_t dataset_size) {
   // Rank 0 picks the newest checkpoint that loads completely (skipping damaged ones, saying so); every
   // rank then loads that same file, so all continue from identical weights and optimizer state.
@@ -120,8 +135,7 @@ Trainer::Position Trainer::resume_from(const CheckpointDir& dir, int64_t dataset
           auto md = read_checkpoint_metadata(p);
           check(md.count("trainer.step") && md.count("trainer.epoch") && md.count("trainer.epoch_offset"),
                 p + ": not a periodic checkpoint (no trainer state)");
-          load_weights(p, model_);
-          load_optimizer_state(p, *optimizer_, model_);
+          load_state(p);
         },
         [&](const std::string& warning) { log_ << warning << std::endl; });
     if (!path.empty()) chosen_step = std::stoll(read_checkpoint_metadata(path).at("trainer.step"));
@@ -133,10 +147,7 @@ Trainer::Position Trainer::resume_from(const CheckpointDir& dir, int64_t dataset
     return at;
   }
   const std::string path = dir.path_for(chosen_step);
-  if (comm_.rank() != 0) {
-    load_weights(path, model_);
-    load_optimizer_state(path, *optimizer_, model_);
-  }
+  if (comm_.rank() != 0) load_state(path);
   auto md = read_checkpoint_metadata(path);
   at.step = std::stoll(md.at("trainer.step"));
   at.epoch = std::stoi(md.at("trainer.epoch"));
@@ -152,7 +163,8 @@ Trainer::Position Trainer::resume_from(const CheckpointDir& dir, int64_t dataset
 }
 
 void Trainer::save_periodic(const CheckpointDir& dir, const Position& at) {
-  if (comm_.rank() == 0) {
+  // Under --tp every rank takes part (the shards are gathered over each tensor group); world rank 0 writes.
+  if (comm_.rank() == 0 || tensor_parallel()) {
     std::map<std::string, std::string> md = config_.checkpoint_metadata;
     md["trainer.step"] = std::to_string(at.step);
     md["trainer.epoch"] = std::to_string(at.epoch);
@@ -160,11 +172,17 @@ void Trainer::save_periodic(const CheckpointDir& dir, const Position& at) {
     md["trainer.seed"] = std::to_string(config_.seed);
     md["trainer.world_size"] = std::to_string(comm_.size());
     md["trainer.batch_size"] = std::to_string(config_.batch_size);
-    save_checkpoint(dir.path_for(at.step), model_, optimizer_.get(), md);
-    dir.prune();
+    if (tensor_parallel()) {
+      md["trainer.tp"] = std::to_string(grid_->tp());
+      save_sharded_checkpoint(dir.path_for(at.step), model_, optimizer_.get(), md, *grid_);
+    } else {
+      save_checkpoint(dir.path_for(at.step), model_, optimizer_.get(), md);
+    }
+    if (is_logger()) dir.prune();
   }
   // Nobody runs ahead of a checkpoint being written (a killed rank then never loses one in flight).
   comm_.barrier();
+  if (tensor_parallel()) grid_->tp_comm().barrier();
 }
 
 float Trainer::step(const data::Batch& batch) {
@@ -186,7 +204,10 @@ float Trainer::step(const data::Batch& batch) {
     // Unscale + inf/NaN check in one pass; every rank agrees to skip if any rank found one.
     const optim::LossScaleStep st =
         scaler_->step(*optimizer_, model_.params().params(), model_.params().grads(), model_.params().size(),
-                      [this](bool local) { return dist::any_rank(comm_, local); });
+                      [this](bool local) {
+                        const bool any = dist::any_rank(comm_, local);  // under --tp: and over the tensor group
+                        return tensor_parallel() ? dist::any_rank(grid_->tp_comm(), any) : any;
+                      });
     if (!st.applied && is_logger())
       log_ << "fp16: gradients hold inf/NaN (on some rank) - step skipped on every rank, loss scale "
            << st.scale << " -> " << st.next_scale << std::endl;
@@ -274,6 +295,11 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
     const bool last = epoch + 1 == config_.epochs || (config_.max_steps > 0 && result.steps >= config_.max_steps);
     if (config_.eval_each_epoch || last) {
       result.test = evaluate(model_, kernels_, test_split, comm_);
+      if (tensor_parallel()) {
+        const int64_t differ = dist::replica_mismatches(model_.params(), model_.params().params(), grid_->tp_comm());
+        check(differ == 0, "tensor parallelism: " + std::to_string(differ) +
+                               " replicated parameter(s) differ across a tensor group (they must stay bit-identical)");
+      }
       if (is_logger()) {
         progress.epoch_done(format("epoch %.0f done in %.1fs (%.0f samples/s): test loss %.4f, test accuracy %.2f%%",
                                    epoch + 1, epoch_seconds, double(epoch_samples) * comm_.size() / epoch_seconds,

@@ -20,6 +20,10 @@
 #include "ringtrain/optim/optimizer.h"
 #include "ringtrain/train/evaluate.h"
 
+namespace ringtrain::dist {
+class ProcessGrid;
+}
+
 namespace ringtrain::train {
 
 struct TrainConfig {
@@ -76,6 +80,12 @@ class Trainer {
   // Trains on train_split, evaluating on test_split after each epoch; returns the final figures.
   TrainResult fit(const data::Split& train_split, const data::Split& test_split);
   optim::Optimizer& optimizer() { return *optimizer_; }
+  // Tensor parallelism (--tp > 1; before fit()): the model's fc layers are split over grid's tensor group
+  // and the communicator given to the constructor must be grid's data-parallel group (sampler, gradient
+  // average, evaluation all run over it). Checkpoints are then gathered/split (train/tp_checkpoint.h),
+  // only world rank 0 logs, fp16 skips are agreed over the whole world, and the replicated parameters are
+  // checked bit-identical across the tensor group after each evaluation.
+  void set_process_grid(dist::ProcessGrid* grid) { grid_ = grid; }
 
  private:
   // One step on a prepared batch; returns the batch loss.
@@ -91,7 +101,9 @@ class Trainer {
   };
   Position resume_from(const class CheckpointDir& dir, int64_t dataset_size);
   void save_periodic(const class CheckpointDir& dir, const Position& at);
-  bool is_logger() const { return comm_.rank() == 0; }
+  bool is_logger() const;
+  bool tensor_parallel() const;
+  void load_state(const std::string& path);  // weights + optimizer state, cut into shards under --tp
 
   TrainConfig config_;
   nn::Model& model_;
@@ -102,6 +114,7 @@ class Trainer {
   std::unique_ptr<dist::HalfGradCommunicator> grad_comm_;  // --grad-comm bf16|fp16 (W > 1)
   std::unique_ptr<dist::GradReducer> reducer_;  // only when the world has more than one rank
   std::unique_ptr<optim::LossScaler> scaler_;   // --precision fp16
+  dist::ProcessGrid* grid_ = nullptr;           // --tp > 1 (set_process_grid)
   AlignedBuffer<float> dlogits_, probs_;
 };
 
