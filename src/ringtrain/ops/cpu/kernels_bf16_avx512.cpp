@@ -52,11 +52,10 @@ inline uint32_t pair_bits(float first, float second) {
 // 16 lanes of (a[i], b[i]) pairs: element 2i = a[i], 2i+1 = b[i].
 inline B interleave(R a, R b) {
   const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // [a0..a15, b0..b15]
-  static const __m512i idx = [] {
-    alignas(64) uint16_t t[32];
-    for (int i = 0; i < 16; ++i) t[2 * i] = uint16_t(i), t[2 * i + 1] = uint16_t(16 + i);
-    return _mm512_load_si512(t);
-  }();
+  // Word 2i <- a_i (word i), 2i+1 <- b_i (word 16+i); a constant the compiler keeps in a register
+  // (a function-local static would cost a guard check every call).
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
+                                       5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   return _mm512_permutexvar_epi16(idx, both);
 }
 inline B loadb(const u32a* p) { return _mm512_loadu_si512(p); }
@@ -184,13 +183,14 @@ void crp_forward(float* out, float* saved, const float* inp, const float* weight
 // ---- backward ---------------------------------------------------------------------------------------
 // dWl [K][C][R][S][L] += sum_{p, qp} DQ[k][p][qp] . XW[c][p+r][2qp+s], k in the block, one (c, r).
 template <int KB, int S>
-inline void bwd_weight_tile_bf16(float* dWl, const u32a* DQ, const u32a* XW, const Geo& g, int k0, int c, int r) {
+inline void bwd_weight_tile_bf16(float* dWl, const u32a* DQ, const u32a* XW, const Geo& g, int k0, int c, int r,
+                                 int p_lo, int p_hi) {
   R acc[KB][S];
   for (int kb = 0; kb < KB; ++kb)
     for (int s = 0; s < S; ++s) acc[kb][s] = V::zero();
   const int QP = g.Q / 2;
   const std::size_t dk = std::size_t(g.P) * QP * L;
-  for (int p = 0; p < g.P; ++p) {
+  for (int p = p_lo; p < p_hi; ++p) {
     const u32a* xrow = XW + (std::size_t(c) * g.Hp + p + r) * g.Wp * L;
     const u32a* drow = DQ + (std::size_t(k0) * g.P + p) * QP * L;
     for (int qp = 0; qp < QP; ++qp) {
@@ -209,12 +209,26 @@ inline void bwd_weight_tile_bf16(float* dWl, const u32a* DQ, const u32a* XW, con
     }
 }
 
+// Tiles of 4 output channels (20 accumulators for S = 5), or 3 when K divides by 3 and not by 4 (LeNet's
+// conv1, K = 6: two 15-accumulator tiles rather than 20 + 10, where 10 chains cannot hide the dot
+// product's latency).
+// Bands of 4 output rows: a band's DQ rows and the input rows under it stay in L1 while every (k, c, r)
+// tile passes over them (sweeping all P rows per tile streamed them from L2 once per (k block, c, r),
+// which bounded conv1's backward at the fp32 kernel's speed).
 template <int S>
 inline void bwd_weight_bf16(float* dWl, const u32a* DQ, const u32a* XW, const Geo& g) {
-  blocks<Cfg::bwd_weight_kb>(g.K, [&]<int KB>(int k0) {
-    for (int c = 0; c < g.C; ++c)
-      for (int r = 0; r < g.R; ++r) bwd_weight_tile_bf16<KB, S>(dWl, DQ, XW, g, k0, c, r);
-  });
+  constexpr int PB = 4;
+  for (int p0 = 0; p0 < g.P; p0 += PB) {
+    const int p1 = std::min(g.P, p0 + PB);
+    auto tile = [&]<int KB>(int k0) {
+      for (int c = 0; c < g.C; ++c)
+        for (int r = 0; r < g.R; ++r) bwd_weight_tile_bf16<KB, S>(dWl, DQ, XW, g, k0, c, r, p0, p1);
+    };
+    if (g.K % 4 != 0 && g.K % 3 == 0)
+      blocks<3>(g.K, tile);
+    else
+      blocks<Cfg::bwd_weight_kb>(g.K, tile);
+  }
 }
 
 // DX[c0+cb][h][q0 + j] += sum_{kp, r, s} WK[kp][c][r][s] . DK[kp][h-r][q0+qb], j = qb + s.
@@ -415,32 +429,46 @@ inline void pack_rows_interleaved(u32a* dst, std::size_t ldd, const float* src, 
     }
   }
 }
-// Transposed pairs: dst[kp][n] = (src[n][2kp], src[n][2kp+1]) for n < N (0 past N up to ldd).
-inline void pack_cols_pairs(u32a* dst, std::size_t ldd, const float* src, int N, int K, std::size_t lds) {
+// dst [cols][ldd] <- the 32-bit words of src [rows][cols] transposed (16 x 16 register tiles; bits kept).
+inline void transpose_words(u32a* dst, std::size_t ldd, const u32a* src, int rows, int cols) {
+  const float* s = reinterpret_cast<const float*>(src);
+  float* d = reinterpret_cast<float*>(dst);
+  int r0 = 0;
+  for (; r0 + L <= rows; r0 += L) {
+    int c0 = 0;
+    for (; c0 + L <= cols; c0 += L) V::transpose(s + std::size_t(r0) * cols + c0, cols, d + std::size_t(c0) * ldd + r0, ldd);
+    for (int c = c0; c < cols; ++c)
+      for (int r = r0; r < r0 + L; ++r) dst[std::size_t(c) * ldd + r] = src[std::size_t(r) * cols + c];
+  }
+  for (int r = r0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) dst[std::size_t(c) * ldd + r] = src[std::size_t(r) * cols + c];
+}
+// Transposed pairs: dst[kp][n] = (src[n][2kp], src[n][2kp+1]) for n < N (0 past N up to ldd); tmp holds
+// N * ceil(K/2) words.
+inline void pack_cols_pairs(u32a* dst, std::size_t ldd, const float* src, int N, int K, std::size_t lds, u32a* tmp) {
   const int KP = (K + 1) / 2;
+  pack_row_pairs(tmp, src, N, K, lds);  // [N][KP]
+  transpose_words(dst, ldd, tmp, N, KP);
   for (int kp = 0; kp < KP; ++kp)
     for (std::size_t n = N; n < ldd; ++n) dst[kp * ldd + n] = 0;
-  for (int n = 0; n < N; ++n) {
-    const float* s = src + std::size_t(n) * lds;
-    for (int kp = 0; kp < KP; ++kp) dst[kp * ldd + n] = pair_bits(s[2 * kp], 2 * kp + 1 < K ? s[2 * kp + 1] : 0.0f);
-  }
 }
 
 void lin_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearShape& s) {
   const int IP = (s.I + 1) / 2, ld = round_up(s.O, L);
-  float* sc = thread_scratch(std::size_t(s.N) * IP + std::size_t(IP) * ld);
+  float* sc = thread_scratch(std::size_t(s.N) * IP + std::size_t(IP) * ld + std::size_t(s.O) * IP);
   u32a* A = reinterpret_cast<u32a*>(sc);
   u32a* Bm = A + std::size_t(s.N) * IP;
+  u32a* tmp = Bm + std::size_t(IP) * ld;
   pack_row_pairs(A, inp, s.N, s.I, s.I);
-  pack_cols_pairs(Bm, ld, weight, s.O, s.I, s.I);  // B[ip][o] = (w[o][2ip], w[o][2ip+1])
+  pack_cols_pairs(Bm, ld, weight, s.O, s.I, s.I, tmp);  // B[ip][o] = (w[o][2ip], w[o][2ip+1])
   gemm_bf16(s.N, s.O, IP, A, IP, Bm, ld, out, s.O, bias);
 }
 
 void lin_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                   const LinearShape& s) {
   const int OP = (s.O + 1) / 2, NP = (s.N + 1) / 2, ldi = round_up(s.I, L);
-  const std::size_t a1 = std::size_t(s.N) * OP, b1 = std::size_t(OP) * ldi, a2 = std::size_t(s.O) * NP,
-                    b2 = std::size_t(NP) * ldi;
+  const std::size_t a1 = std::size_t(s.N) * OP, b1 = std::max(std::size_t(OP) * ldi, std::size_t(NP) * round_up(s.O, L)),
+                    a2 = std::size_t(round_up(s.O, L)) * NP, b2 = std::size_t(NP) * ldi;
   float* sc = thread_scratch(a1 + b1 + a2 + b2 + std::size_t(s.N) * s.O);
   u32a* A1 = reinterpret_cast<u32a*>(sc);
   u32a* B1 = A1 + a1;
@@ -454,10 +482,11 @@ void lin_backward(float* dinp, float* dweight, float* dbias, const float* dout, 
     gemm_bf16(s.N, s.I, OP, A1, OP, B1, ldi, dinp, s.I, nullptr);
   }
   // dweight [O][I] = dout^T . inp: pairs along N.
-  for (int o = 0; o < s.O; ++o)  // A2[o][np] = (dout[2np][o], dout[2np+1][o])
-    for (int np = 0; np < NP; ++np)
-      A2[std::size_t(o) * NP + np] = pair_bits(dr[std::size_t(2 * np) * s.O + o],
-                                               2 * np + 1 < s.N ? dr[std::size_t(2 * np + 1) * s.O + o] : 0.0f);
+  // A2[o][np] = (dout[2np][o], dout[2np+1][o]): row pairs of dout [NP][O], transposed (B1's room is free now).
+  const int ldo = round_up(s.O, L);
+  u32a* tmp = B1;
+  pack_rows_interleaved(tmp, ldo, dr, s.N, s.O, s.O);
+  transpose_words(A2, NP, tmp, NP, ldo);  // rows o >= O of the transpose are never read
   pack_rows_interleaved(B2, ldi, inp, s.N, s.I, s.I);
   gemm_bf16(s.O, s.I, NP, A2, NP, B2, ldi, dweight, s.I, nullptr);
   if (dbias)
