@@ -101,6 +101,16 @@ inline void pack_wk(u32a* WK, const float* weight, const Geo& g) {
               pair_bits(*g.w(weight, 2 * kp, c, r, s), 2 * kp + 1 < g.K ? *g.w(weight, 2 * kp + 1, c, r, s) : 0.0f);
 }
 
+// Output columns a tile: 6, or 4 when that divides Q and 6 does not (conv2's Q = 8: two tiles of 4
+// instead of 6 + a 2-wide tail whose broadcasts outnumber its dot products).
+template <class F>
+inline void q_blocks(int Q, F&& f) {
+  if (Q % 6 != 0 && Q % 4 == 0)
+    blocks<4>(Q, f);
+  else
+    blocks<6>(Q, f);
+}
+
 // ---- forward: conv + bias + ReLU + pool, two rows of outputs a tile ---------------------------------
 // Input row p0+rr feeds output row `row` through kernel row rr - row; rows [ROW_LO, ROW_HI) are valid for
 // rr, decided at compile time (a runtime row index would put the accumulators on the stack).
@@ -142,7 +152,7 @@ inline void fwd_pool_bf16(float* Yp, float* codes, const u32a* XW, const u32a* W
   PoolEpi epi{Yp, codes, g};
   for (int p0 = 0; p0 + 2 <= g.P; p0 += 2)
     blocks<Cfg::fwd_kb>(g.K, [&]<int KB>(int k0) {
-      blocks<Cfg::fwd_qb>(g.Q, [&]<int QB>(int q0) { fwd_tile_bf16<KB, QB, SP>(XW, WF, bias, g, k0, p0, q0, epi); });
+      q_blocks(g.Q, [&]<int QB>(int q0) { fwd_tile_bf16<KB, QB, SP>(XW, WF, bias, g, k0, p0, q0, epi); });
     });
 }
 
@@ -212,12 +222,14 @@ inline void bwd_weight_tile_bf16(float* dWl, const u32a* DQ, const u32a* XW, con
 // Tiles of 4 output channels (20 accumulators for S = 5), or 3 when K divides by 3 and not by 4 (LeNet's
 // conv1, K = 6: two 15-accumulator tiles rather than 20 + 10, where 10 chains cannot hide the dot
 // product's latency).
-// Bands of 4 output rows: a band's DQ rows and the input rows under it stay in L1 while every (k, c, r)
+// Bands of 4 output rows on wide planes: a band's DQ rows and the input rows under it stay in L1 while every (k, c, r)
 // tile passes over them (sweeping all P rows per tile streamed them from L2 once per (k block, c, r),
 // which bounded conv1's backward at the fp32 kernel's speed).
 template <int S>
 inline void bwd_weight_bf16(float* dWl, const u32a* DQ, const u32a* XW, const Geo& g) {
-  constexpr int PB = 4;
+  // (Small planes - conv2's 8 x 8 - fit in L1 whole: one band, so each tile's accumulators are loaded
+  // and stored once rather than once a band.)
+  const int PB = g.Q >= 16 ? 4 : g.P;
   for (int p0 = 0; p0 < g.P; p0 += PB) {
     const int p1 = std::min(g.P, p0 + PB);
     auto tile = [&]<int KB>(int k0) {
@@ -263,7 +275,7 @@ inline void bwd_data_bf16(float* DX, const u32a* DK, const u32a* WK, const Geo& 
   std::memset(DX, 0, g.x_floats() * sizeof(float));
   for (int h = 0; h < g.P + g.R - 1; ++h)
     blocks<Cfg::bwd_data_cb>(g.C, [&]<int CB>(int c0) {
-      blocks<Cfg::bwd_data_qb>(g.Q, [&]<int QB>(int q0) { bwd_data_tile_bf16<CB, QB, S>(DX, DK, WK, g, c0, h, q0); });
+      q_blocks(g.Q, [&]<int QB>(int q0) { bwd_data_tile_bf16<CB, QB, S>(DX, DK, WK, g, c0, h, q0); });
     });
 }
 
