@@ -101,11 +101,11 @@ inline void pack_wk(u32a* WK, const float* weight, const Geo& g) {
               pair_bits(*g.w(weight, 2 * kp, c, r, s), 2 * kp + 1 < g.K ? *g.w(weight, 2 * kp + 1, c, r, s) : 0.0f);
 }
 
-// Output columns a tile: 6, or 4 when that divides Q and 6 does not (conv2's Q = 8: two tiles of 4
-// instead of 6 + a 2-wide tail whose broadcasts outnumber its dot products).
+// Output columns a tile: 6, or 4 on narrow planes where 4 divides Q (conv2's Q = 8: two tiles of 4
+// instead of 6 + a 2-wide tail whose broadcasts outnumber its dot products; conv1's Q = 28 keeps 6).
 template <class F>
 inline void q_blocks(int Q, F&& f) {
-  if (Q % 6 != 0 && Q % 4 == 0)
+  if (Q <= 8 && Q % 4 == 0)
     blocks<4>(Q, f);
   else
     blocks<6>(Q, f);
