@@ -450,6 +450,45 @@ INSTANTIATE_TEST_SUITE_P(Grids, TensorParallelTraining,
                                   (info.param.fast ? "_fast" : "_reference");
                          });
 
+// Uneven, random splits of fc1's outputs (= fc2's inputs) over the whole world: the same weights as one
+// process after 20 steps (LeNet-5's own splits are even for T <= 4; this covers the uneven ones).
+TEST(TensorParallelTraining, UnevenRandomSplitMatchesOneProcess) {
+  const auto& k = ops::reference_kernels();
+  MpiCommunicator world(MPI_COMM_WORLD, test_options());
+  ProcessGrid grid(world, world.size(), test_options());
+  Rng rng(77);
+  std::vector<int64_t> bounds = random_split(rng, 120, grid.tp());
+  nn::LayerList layers;
+  layers.push_back(std::make_unique<nn::Conv2dReluPool>("conv1", 1, 6, 5, 1, 2));
+  layers.push_back(std::make_unique<nn::Conv2dReluPool>("conv2", 6, 16, 5, 1, 0));
+  layers.push_back(std::make_unique<nn::ColumnParallelLinear>("fc1", 400, 120, grid.tensor_group(), bounds));
+  layers.push_back(std::make_unique<nn::ReLU>("relu3"));
+  layers.push_back(std::make_unique<nn::RowParallelLinear>("fc2", 120, 84, grid.tensor_group(), bounds));
+  layers.push_back(std::make_unique<nn::ReLU>("relu4"));
+  layers.push_back(std::make_unique<nn::Linear>("fc3", 84, 10));
+  nn::Model model(Shape{1, 28, 28}, std::move(layers));
+  auto whole = nn::make_lenet5();
+  whole->init_parameters(kInitSeed);
+  split_to_shards(whole->params(), whole->params().params(), model.params(), model.params().params());
+  EXPECT_EQ(model.params().view("fc1.weight").shape, (Shape{bounds[grid.tp_rank() + 1] - bounds[grid.tp_rank()], 400}));
+  const Data d = make_data(int64_t(kSteps) * kBatch);
+  const Reference& ref = reference(k, d, 1);
+  model.reserve(kBatch);
+  optim::Adam adam(model.params().size(), {});
+  for (int s = 0; s < kSteps; ++s) train_step(k, model, adam, d, int64_t(s) * kBatch, kBatch, nullptr);
+  std::vector<float> weights(whole->params().size());
+  gather_shards(model.params(), model.params().params(), whole->params(), weights.data(), grid.tp_comm());
+  std::string worst;
+  const double w_rel = max_rel(whole->params(), weights.data(), ref.weights.data(), &worst);
+  EXPECT_LE(w_rel, 1e-5) << "weights after " << kSteps << " steps differ in " << worst;
+  EXPECT_EQ(replica_mismatches(model.params(), model.params().params(), grid.tp_comm()), 0);
+  if (world_rank() == 0) {
+    std::printf("  split of 120 over %d:", grid.tp());
+    for (int r = 0; r < grid.tp(); ++r) std::printf(" %lld", (long long)(bounds[r + 1] - bounds[r]));
+    std::printf("; weights after %d steps rel %.2e\n", kSteps, w_rel);
+  }
+}
+
 // ---- memory ---------------------------------------------------------------------------------------------
 
 TEST(TensorParallelMemory, EachRankHoldsAboutOneTpthOfTheFullyConnectedLayers) {
