@@ -61,7 +61,10 @@ inline B interleave(R a, R b) {
 inline B loadb(const u32a* p) { return _mm512_loadu_si512(p); }
 inline void storeb(u32a* p, B v) { _mm512_storeu_si512(p, v); }
 inline R dp(R acc, B a, B b) { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b); }
-inline B bcast(uint32_t w) { return _mm512_set1_epi32(int(w)); }
+// The pair word at p in all 16 lanes, as one broadcast load (vbroadcastss from memory: set1_epi32 of a
+// loaded integer costs a scalar load plus a register broadcast).
+using f32a = float __attribute__((may_alias));
+inline B bcastp(const u32a* p) { return _mm512_castps_si512(_mm512_set1_ps(*reinterpret_cast<const f32a*>(p))); }
 
 bool fast_conv(const Conv2dShape& s) { return s.stride == 1 && (s.S == 5 || s.S == 3) && s.P() % 2 == 0 && s.Q() % 2 == 0; }
 
@@ -121,7 +124,7 @@ inline void fwd_rows_bf16(R (&acc)[KB][2][QB], const u32a* xrow, const u32a* wc,
     for (int qb = 0; qb < QB; ++qb) x[qb] = loadb(xrow + std::size_t(qb + 2 * sp) * L);
     for (int row = ROW_LO; row < ROW_HI; ++row)
       for (int kb = 0; kb < KB; ++kb) {
-        const B w = bcast(wc[kb * wk + (rr - row) * SP + sp]);
+        const B w = bcastp(wc + kb * wk + (rr - row) * SP + sp);
         for (int qb = 0; qb < QB; ++qb) acc[kb][row][qb] = dp(acc[kb][row][qb], w, x[qb]);
       }
   }
@@ -261,7 +264,7 @@ inline void bwd_data_tile_bf16(float* DX, const u32a* DK, const u32a* WK, const 
       for (int qb = 0; qb < QB; ++qb) d[qb] = loadb(drow + std::size_t(qb) * L);
       for (int s = 0; s < S; ++s)
         for (int cb = 0; cb < CB; ++cb) {
-          const B w = bcast(wr[cb * wc + s]);
+          const B w = bcastp(wr + cb * wc + s);
           for (int qb = 0; qb < QB; ++qb) acc[cb][qb + s] = dp(acc[cb][qb + s], w, d[qb]);
         }
     }
@@ -385,7 +388,7 @@ inline void gemm_tile_bf16(int KP, const u32a* A, std::size_t lda, const u32a* B
     B b[NV];
     for (int v = 0; v < NV; ++v) b[v] = loadb(Bm + kp * ldb + v * L);
     for (int m = 0; m < MR; ++m) {
-      const B a = bcast(A[m * lda + kp]);
+      const B a = bcastp(A + m * lda + kp);
       for (int v = 0; v < NV; ++v) acc[m][v] = dp(acc[m][v], a, b[v]);
     }
   }
