@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "mpi_gtest.h"
+#include "ringtrain/dist/half_allreduce.h"
 #include "ringtrain/dist/mpi_communicator.h"
 
 namespace ringtrain::dist {
@@ -56,6 +57,31 @@ TEST(Watchdog, FiresOnALateRank) {
                 std::string::npos)
           << messages[0];
     }
+  }
+}
+
+// The 16-bit gradient all-reduce (--grad-comm bf16) is guarded by the same watchdog.
+TEST(Watchdog, GuardsTheHalfPrecisionAllreduce) {
+  const int W = world_size(), r = world_rank();
+  if (W == 1) GTEST_SKIP() << "needs a peer to be late";
+  std::mutex mu;
+  std::vector<std::string> messages;
+  MpiOptions opt;
+  opt.timeout_s = 0.3;
+  opt.on_timeout = [&](const std::string& m) {
+    std::lock_guard<std::mutex> lock(mu);
+    messages.push_back(m);
+  };
+  MpiCommunicator comm(MPI_COMM_WORLD, opt);
+  HalfGradCommunicator half(comm, GradComm::Bf16);
+  std::vector<float> x(1000, 1.0f);
+  if (r == W - 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  half.allreduce_sum(x.data(), x.size());
+  EXPECT_EQ(x[0], float(W));
+  std::lock_guard<std::mutex> lock(mu);
+  if (r != W - 1) {
+    ASSERT_EQ(messages.size(), 1u);
+    EXPECT_NE(messages[0].find("allreduce_sum(float x 1000, bf16)"), std::string::npos) << messages[0];
   }
 }
 

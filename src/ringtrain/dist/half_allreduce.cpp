@@ -64,8 +64,12 @@ void HalfRingAllreduce::run(float* data, std::size_t n) {
   const int right = (r + 1) % W, left = (r + W - 1) % W;
   auto exchange = [&](const uint16_t* send, std::size_t ns, uint16_t* recv, std::size_t nr, int tag) {
     check(ns <= std::size_t(INT32_MAX) && nr <= std::size_t(INT32_MAX), "16-bit all-reduce: chunk too large");
-    MPI_Sendrecv(send, int(ns), MPI_UINT16_T, right, tag, recv, int(nr), MPI_UINT16_T, left, tag, comm_,
-                 MPI_STATUS_IGNORE);
+    // Non-blocking pair + wait_all: waits in the calling thread's poll mode (the GradReducer's thread
+    // yields its core to backward instead of spinning; ring_allreduce.h).
+    MPI_Request req[2];
+    MPI_Irecv(recv, int(nr), MPI_UINT16_T, left, tag, comm_, &req[0]);
+    MPI_Isend(send, int(ns), MPI_UINT16_T, right, tag, comm_, &req[1]);
+    wait_all(2, req);
     bytes_sent_ += ns * 2;
   };
   narrow(wire_.data(), data, n);
@@ -98,11 +102,14 @@ void HalfGradCommunicator::init() {
   auto* mpi = dynamic_cast<MpiCommunicator*>(inner_);
   check(mpi != nullptr, "--grad-comm " + std::string(grad_comm_name(type_)) + " needs an MPI communicator");
   ring_ = std::make_unique<HalfRingAllreduce>(mpi->comm(), type_);
+  mpi_ = mpi;
 }
 
 void HalfGradCommunicator::allreduce_sum(float* data, std::size_t n) {
-  if (ring_)
+  if (ring_) {
+    auto guard = mpi_->watchdog().arm("allreduce_sum", "float", n, grad_comm_name(type_));
     ring_->run(data, n);
+  }
   else
     inner_->allreduce_sum(data, n);
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ringtrain/dist/communicator.h"
+#include "ringtrain/dist/mpi_communicator.h"
 
 namespace ringtrain::dist {
 
@@ -75,6 +76,7 @@ class HalfGradCommunicator final : public Communicator {
   Communicator* inner_;
   GradComm type_;
   std::unique_ptr<HalfRingAllreduce> ring_;
+  MpiCommunicator* mpi_ = nullptr;  // inner_ as MPI: its watchdog guards the 16-bit all-reduce too
 };
 
 }  // namespace ringtrain::dist
