@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <utility>
 #include <ostream>
 
 #include "ringtrain/core/error.h"
@@ -200,7 +202,18 @@ float Trainer::step(const data::Batch& batch) {
   } else {
     model_.backward(kernels_, batch.x, dlogits_.data(), N);
   }
+  ++step_calls_;
   if (scaler_) {
+    // Fault injection for the skip test (tests/cli/test_mixed_precision.sh): RINGTRAIN_FAULT_INF_GRAD=
+    // "RANK:STEP" puts an inf into that rank's gradients at that step of this process.
+    static const std::pair<long long, long long> inf_fault = [] {
+      long long rank = -1, step = -1;
+      if (const char* v = std::getenv("RINGTRAIN_FAULT_INF_GRAD"))
+        check(std::sscanf(v, "%lld:%lld", &rank, &step) == 2, std::string("RINGTRAIN_FAULT_INF_GRAD must be RANK:STEP, got '") + v + "'");
+      return std::pair{rank, step};
+    }();
+    if (inf_fault.first == comm_.rank() && inf_fault.second == step_calls_)
+      model_.params().grads()[0] = std::numeric_limits<float>::infinity();
     // Unscale + inf/NaN check in one pass; every rank agrees to skip if any rank found one.
     const optim::LossScaleStep st =
         scaler_->step(*optimizer_, model_.params().params(), model_.params().grads(), model_.params().size(),

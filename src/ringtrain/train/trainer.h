@@ -114,6 +114,7 @@ class Trainer {
   std::unique_ptr<dist::HalfGradCommunicator> grad_comm_;  // --grad-comm bf16|fp16 (W > 1)
   std::unique_ptr<dist::GradReducer> reducer_;  // only when the world has more than one rank
   std::unique_ptr<optim::LossScaler> scaler_;   // --precision fp16
+  int64_t step_calls_ = 0;                      // steps run by this process (fault injection)
   dist::ProcessGrid* grid_ = nullptr;           // --tp > 1 (set_process_grid)
   AlignedBuffer<float> dlogits_, probs_;
 };
