@@ -90,8 +90,9 @@ std::string conv_name(const Conv2dShape& s) {
   std::snprintf(buf, sizeof buf, "N%d_C%d_%dx%d_K%d_%dx%d_st%d_pad%d", s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride, s.pad);
   return buf;
 }
-// LeNet's convolutions at batch 1, 3, 17, 33 (odd blocks of 16), odd channel counts (K odd: the
-// backward-data channel pairs get a zero partner), 3x3 tiles, and shapes the bf16 tiles do not cover
+// LeNet's convolutions at batch 1, 3, 17, 33 (odd blocks of 16), odd and even channel counts (C even:
+// the forward pairs channels, else columns; K odd: the backward-data channel pairs get a zero partner),
+// 3x3 tiles, and shapes the bf16 tiles do not cover
 // (stride 2, a 4-wide kernel) that take the rounding fallback.
 std::vector<Conv2dShape> fused_shapes() {
   std::vector<Conv2dShape> out;
@@ -100,6 +101,7 @@ std::vector<Conv2dShape> fused_shapes() {
     out.push_back(conv(N, 6, 14, 14, 16, 5, 5, 1, 0));
   }
   out.push_back(conv(3, 3, 10, 12, 7, 3, 3, 1, 1));
+  out.push_back(conv(3, 4, 10, 12, 5, 3, 3, 1, 1));  // even C: the forward's channel pairs, 3x3
   out.push_back(conv(17, 5, 22, 40, 3, 5, 5, 1, 1));
   out.push_back(conv(2, 2, 11, 11, 5, 3, 3, 2, 1));
   out.push_back(conv(5, 3, 9, 13, 4, 2, 4, 1, 0));

@@ -117,11 +117,13 @@ inline void q_blocks(int Q, F&& f) {
 // ---- forward: conv + bias + ReLU + pool, two rows of outputs a tile ---------------------------------
 // Input row p0+rr feeds output row `row` through kernel row rr - row; rows [ROW_LO, ROW_HI) are valid for
 // rr, decided at compile time (a runtime row index would put the accumulators on the stack).
-template <int KB, int QB, int SP, int ROW_LO, int ROW_HI>
+// SP weight words a kernel row, each SSTEP input columns apart: 2 for column pairs (XW), 1 for channel
+// pairs (XC, where every column is a tap).
+template <int KB, int QB, int SP, int SSTEP, int ROW_LO, int ROW_HI>
 inline void fwd_rows_bf16(R (&acc)[KB][2][QB], const u32a* xrow, const u32a* wc, std::size_t wk, int rr) {
   for (int sp = 0; sp < SP; ++sp) {
     B x[QB];
-    for (int qb = 0; qb < QB; ++qb) x[qb] = loadb(xrow + std::size_t(qb + 2 * sp) * L);
+    for (int qb = 0; qb < QB; ++qb) x[qb] = loadb(xrow + std::size_t(qb + SSTEP * sp) * L);
     for (int row = ROW_LO; row < ROW_HI; ++row)
       for (int kb = 0; kb < KB; ++kb) {
         const B w = bcastp(wc + kb * wk + (rr - row) * SP + sp);
@@ -130,32 +132,34 @@ inline void fwd_rows_bf16(R (&acc)[KB][2][QB], const u32a* xrow, const u32a* wc,
   }
 }
 
-template <int KB, int QB, int SP>
-inline void fwd_tile_bf16(const u32a* XW, const u32a* WF, const float* bias, const Geo& g, int k0, int p0, int q0,
-                          PoolEpi& epi) {
+// CX channel slots (C for column pairs, C/2 for channel pairs); WF [K][CX][R][SP].
+template <int KB, int QB, int SP, int SSTEP>
+inline void fwd_tile_bf16(const u32a* XW, const u32a* WF, const float* bias, const Geo& g, int CX, int k0, int p0,
+                          int q0, PoolEpi& epi) {
   R acc[KB][2][QB];
   for (int kb = 0; kb < KB; ++kb) {
     const R b0 = V::set1(bias ? bias[k0 + kb] : 0.0f);
     for (int row = 0; row < 2; ++row)
       for (int qb = 0; qb < QB; ++qb) acc[kb][row][qb] = b0;
   }
-  const std::size_t wk = std::size_t(g.C) * g.R * SP, xr = std::size_t(g.Wp) * L;
-  for (int c = 0; c < g.C; ++c) {
-    const u32a* wc = WF + (std::size_t(k0) * g.C + c) * g.R * SP;
+  const std::size_t wk = std::size_t(CX) * g.R * SP, xr = std::size_t(g.Wp) * L;
+  for (int c = 0; c < CX; ++c) {
+    const u32a* wc = WF + (std::size_t(k0) * CX + c) * g.R * SP;
     const u32a* x0 = XW + ((std::size_t(c) * g.Hp + p0) * g.Wp + q0) * L;
-    fwd_rows_bf16<KB, QB, SP, 0, 1>(acc, x0, wc, wk, 0);
-    for (int rr = 1; rr < g.R; ++rr) fwd_rows_bf16<KB, QB, SP, 0, 2>(acc, x0 + rr * xr, wc, wk, rr);
-    fwd_rows_bf16<KB, QB, SP, 1, 2>(acc, x0 + g.R * xr, wc, wk, g.R);
+    fwd_rows_bf16<KB, QB, SP, SSTEP, 0, 1>(acc, x0, wc, wk, 0);
+    for (int rr = 1; rr < g.R; ++rr) fwd_rows_bf16<KB, QB, SP, SSTEP, 0, 2>(acc, x0 + rr * xr, wc, wk, rr);
+    fwd_rows_bf16<KB, QB, SP, SSTEP, 1, 2>(acc, x0 + g.R * xr, wc, wk, g.R);
   }
   epi.template operator()<KB, 2, QB>(acc, k0, p0, q0);
 }
 
-template <int SP>
-inline void fwd_pool_bf16(float* Yp, float* codes, const u32a* XW, const u32a* WF, const float* bias, const Geo& g) {
+template <int SP, int SSTEP>
+inline void fwd_pool_bf16(float* Yp, float* codes, const u32a* XW, const u32a* WF, const float* bias, const Geo& g,
+                          int CX) {
   PoolEpi epi{Yp, codes, g};
   for (int p0 = 0; p0 + 2 <= g.P; p0 += 2)
     blocks<Cfg::fwd_kb>(g.K, [&]<int KB>(int k0) {
-      q_blocks(g.Q, [&]<int QB>(int q0) { fwd_tile_bf16<KB, QB, SP>(XW, WF, bias, g, k0, p0, q0, epi); });
+      q_blocks(g.Q, [&]<int QB>(int q0) { fwd_tile_bf16<KB, QB, SP, SSTEP>(XW, WF, bias, g, CX, k0, p0, q0, epi); });
     });
 }
 
@@ -166,18 +170,44 @@ std::size_t crp_saved(const Conv2dShape& s) {
   return std::size_t(blocks_of(s.N)) * (g.x_floats() + g.pooled_floats());
 }
 
+// XC [C/2][Hp][Wp][L] channel pairs (x[2cp], x[2cp+1]) from X [C][Hp][Wp][L] fp32 (C even).
+inline void make_xc(u32a* XC, const float* X, const Geo& g) {
+  const std::size_t plane = std::size_t(g.Hp) * g.Wp * L;
+  for (int cp = 0; cp < g.C / 2; ++cp)
+    for (std::size_t i = 0; i < plane; i += L)
+      storeb(XC + cp * plane + i, interleave(V::load(X + 2 * cp * plane + i), V::load(X + (2 * cp + 1) * plane + i)));
+}
+// WC [K][C/2][R][S] pairs (w[k][2cp][r][s], w[k][2cp+1][r][s]).
+inline void pack_wc(u32a* WC, const float* weight, const Geo& g) {
+  for (int k = 0; k < g.K; ++k)
+    for (int cp = 0; cp < g.C / 2; ++cp)
+      for (int r = 0; r < g.R; ++r)
+        for (int s = 0; s < g.S; ++s)
+          WC[((std::size_t(k) * (g.C / 2) + cp) * g.R + r) * g.S + s] =
+              pair_bits(*g.w(weight, k, 2 * cp, r, s), *g.w(weight, k, 2 * cp + 1, r, s));
+}
+
+// Even C (conv2): the forward pairs channels - S instructions a kernel row instead of (S+1)/2 column
+// pairs with a zero partner in the last (2x rather than 5/3 for S = 5); the column-pair layout XW is
+// still made, for the backward. Odd C (conv1, C = 1) pairs columns.
 void crp_forward(float* out, float* saved, const float* inp, const float* weight, const float* bias,
                  const Conv2dShape& s) {
   if (!fast_conv(s))
     return rounding_kernels_for(IsaLevel::Avx512, Precision::Bf16).conv2d_relu_pool_forward(out, saved, inp, weight, bias, s);
   const Geo g(s);
+  const bool chan = g.C % 2 == 0;
   const int SP = (g.S + 1) / 2;
-  const std::size_t wf = std::size_t(g.K) * g.C * g.R * SP;
-  float* X = thread_scratch(g.x_floats() + g.tmp_floats() + g.pooled_floats() + wf);
+  const std::size_t wf = chan ? std::size_t(g.K) * g.C * g.R * g.S / 2 : std::size_t(g.K) * g.C * g.R * SP;
+  const std::size_t xc = chan ? g.x_floats() / 2 : 0;
+  float* X = thread_scratch(g.x_floats() + g.tmp_floats() + g.pooled_floats() + wf + xc);
   float* tmp = X + g.x_floats();
   float* Yp = tmp + g.tmp_floats();
   u32a* WF = reinterpret_cast<u32a*>(Yp + g.pooled_floats());
-  pack_wf(WF, weight, g, SP);
+  u32a* XC = WF + wf;
+  if (chan)
+    pack_wc(WF, weight, g);
+  else
+    pack_wf(WF, weight, g, SP);
   for (int n0 = 0, b = 0; n0 < s.N; n0 += L, ++b) {
     const int nv = std::min(L, s.N - n0);
     float* blk = saved + std::size_t(b) * (g.x_floats() + g.pooled_floats());
@@ -185,10 +215,17 @@ void crp_forward(float* out, float* saved, const float* inp, const float* weight
     float* codes = blk + g.x_floats();
     to_blocked_input(X, tmp, inp, n0, nv, g);
     make_xw(XW, X, g);
-    if (SP == 3)
-      fwd_pool_bf16<3>(Yp, codes, XW, WF, bias, g);
-    else
-      fwd_pool_bf16<2>(Yp, codes, XW, WF, bias, g);
+    if (chan) {
+      make_xc(XC, X, g);
+      if (g.S == 5)
+        fwd_pool_bf16<5, 1>(Yp, codes, XC, WF, bias, g, g.C / 2);
+      else
+        fwd_pool_bf16<3, 1>(Yp, codes, XC, WF, bias, g, g.C / 2);
+    } else if (SP == 3) {
+      fwd_pool_bf16<3, 2>(Yp, codes, XW, WF, bias, g, g.C);
+    } else {
+      fwd_pool_bf16<2, 2>(Yp, codes, XW, WF, bias, g, g.C);
+    }
     from_blocked(out, Yp, n0, nv, std::size_t(g.K) * (g.P / 2) * (g.Q / 2));
   }
 }
