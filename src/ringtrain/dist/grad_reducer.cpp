@@ -89,7 +89,7 @@ void GradReducer::reduce(int b) {
 }
 
 void GradReducer::comm_loop() {
-  set_thread_poll_mode(opt_.poll);
+  set_thread_poll_mode(opt_.poll, &main_waiting_);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_work_.wait(lock, [this] { return stop_ || queue_head_ < queue_.size(); });
@@ -113,9 +113,9 @@ void GradReducer::comm_loop() {
 }
 
 void GradReducer::reduce_here(bool only_unlaunched) {
-  // Waiting the way the communication thread would (its poll mode), in bucket order.
+  // In bucket order. This thread has nothing else to do meanwhile, so it waits by spinning.
   const PollMode saved = thread_poll_mode();
-  set_thread_poll_mode(opt_.poll);
+  set_thread_poll_mode(PollMode::Spin);
   auto t0 = std::chrono::steady_clock::now();
   try {
     for (std::size_t b = 0; b < buckets_.size(); ++b)
@@ -138,7 +138,9 @@ double GradReducer::wait() {
       std::exception_ptr err;
       {
         std::unique_lock<std::mutex> lock(mu_);
+        main_waiting_.store(true, std::memory_order_relaxed);  // backward is over: the core is the comm thread's
         cv_done_.wait(lock, [this] { return done_ == int(queue_.size()); });
+        main_waiting_.store(false, std::memory_order_relaxed);
         stats_.comm_s += comm_s_thread_;
         comm_s_thread_ = 0;
         queue_.clear();

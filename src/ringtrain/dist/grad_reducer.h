@@ -16,6 +16,7 @@
 // wait() measures how long the step stood still waiting for gradients after backward (the figure that
 // overlap exists to shrink); stats() accumulates it.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -36,7 +37,8 @@ struct GradReducerOptions {
   // into 3 buckets: {fc3, fc2} (43 KiB), {fc1} (188 KiB), {conv2, conv1} (10 KiB).
   std::size_t bucket_bytes = std::size_t(25) << 10;
   bool overlap = true;
-  // How the communication thread waits (ring_allreduce.h): it shares its rank's core with backward.
+  // How the communication thread waits while backward runs (ring_allreduce.h): it shares its rank's core
+  // with backward. Once wait() sleeps it spins; the main thread's own reductions always spin.
   PollMode poll = PollMode::Yield;
 };
 
@@ -93,6 +95,7 @@ class GradReducer {
   std::vector<int> pending_;            // per bucket: views not yet reported this step
   std::vector<char> view_ready_, launched_;
 
+  std::atomic<bool> main_waiting_{false};  // wait() is blocked: the comm thread may spin instead of yield
   std::mutex mu_;
   std::condition_variable cv_work_, cv_done_;
   std::vector<int> queue_;

@@ -10,9 +10,17 @@ namespace ringtrain::dist {
 
 namespace {
 thread_local PollMode g_poll_mode = PollMode::Spin;
+thread_local const std::atomic<bool>* g_spin_while = nullptr;
+// Yield mode gives the core away between tests, unless the flag says nobody on this rank needs it.
+inline void pause_between_tests() {
+  if (!g_spin_while || !g_spin_while->load(std::memory_order_relaxed)) sched_yield();
 }
+}  // namespace
 
-void set_thread_poll_mode(PollMode mode) { g_poll_mode = mode; }
+void set_thread_poll_mode(PollMode mode, const std::atomic<bool>* spin_while) {
+  g_poll_mode = mode;
+  g_spin_while = spin_while;
+}
 PollMode thread_poll_mode() { return g_poll_mode; }
 
 void wait_request(MPI_Request* r) {
@@ -23,7 +31,7 @@ void wait_request(MPI_Request* r) {
   for (int flag = 0;;) {
     MPI_Test(r, &flag, MPI_STATUS_IGNORE);
     if (flag) return;
-    sched_yield();
+    pause_between_tests();
   }
 }
 
@@ -36,7 +44,7 @@ int wait_any(int n, MPI_Request* r) {
   for (int flag = 0;;) {
     MPI_Testany(n, r, &k, &flag, MPI_STATUS_IGNORE);
     if (flag) return k;  // MPI_UNDEFINED when every request is null
-    sched_yield();
+    pause_between_tests();
   }
 }
 
@@ -48,7 +56,7 @@ void wait_all(int n, MPI_Request* r) {
   for (int flag = 0;;) {
     MPI_Testall(n, r, &flag, MPI_STATUSES_IGNORE);
     if (flag) return;
-    sched_yield();
+    pause_between_tests();
   }
 }
 

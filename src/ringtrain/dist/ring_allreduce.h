@@ -11,6 +11,7 @@
 #pragma once
 #include <mpi.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -30,8 +31,10 @@ int ring_fold_start(std::size_t n, int W, std::size_t i);
 // the thread holds its core). Yield: MPI_Test* then sched_yield(), so a thread that shares its core with
 // compute (the GradReducer's communication thread, bound with its rank to one core) lets backward run
 // and still makes progress whenever the core is free. Per thread; the default is Spin.
+// With Yield, a thread may also name a flag that, while true, makes it spin after all (the GradReducer's
+// thread spins once the main thread has finished backward and sleeps waiting for it).
 enum class PollMode { Spin, Yield };
-void set_thread_poll_mode(PollMode mode);
+void set_thread_poll_mode(PollMode mode, const std::atomic<bool>* spin_while = nullptr);
 PollMode thread_poll_mode();
 // Waits for one request / any of n / all of n in the calling thread's poll mode.
 void wait_request(MPI_Request* r);
