@@ -36,8 +36,10 @@ if [ "$MODE" = speed ]; then
   echo "(wall clock; and per CPU-second, which is what a step costs when it gets the core on a shared machine):"
   for p in fp32 bf16 fp16; do
     mw=$(echo ${wall[$p]} | tr ' ' '\n' | median) mc=$(echo ${cpu[$p]} | tr ' ' '\n' | median)
-    printf "  %-5s wall %7.0f  x%.2f of fp32 | per CPU-second %7.0f  x%.2f   (wall runs: %s)\n" "$p" "$mw" \
-      "$(echo "$mw / $fw" | bc -l)" "$mc" "$(echo "$mc / $fc" | bc -l)" "${wall[$p]% }"
+    # Each run's ratio to the fp32 run just before it (adjacent runs see nearly the same load), median.
+    pr=$(paste -d' ' <(echo ${wall[fp32]} | tr ' ' '\n') <(echo ${wall[$p]} | tr ' ' '\n') | awk '{print $2 / $1}' | median)
+    printf "  %-5s wall %7.0f  x%.2f of fp32 (median of run-pair ratios x%.2f) | per CPU-second %7.0f  x%.2f   (wall runs: %s)\n" \
+      "$p" "$mw" "$(echo "$mw / $fw" | bc -l)" "$pr" "$mc" "$(echo "$mc / $fc" | bc -l)" "${wall[$p]% }"
   done
   exit 0
 fi
