@@ -7,7 +7,7 @@
 // 2(G-1)/G of it out of each rank of a group of G ("sent"). Grids are interleaved in blocks so machine
 // noise hits them alike; figures are medians over blocks.
 //
-//   mpirun -np 2 bench_tp [--batch 64] [--steps 50] [--blocks 5] [--tp 1,2]
+//   mpirun -np 2 bench_tp [--batch 64] [--steps 50] [--blocks 5] [--tp 1,2] [--poll spin|yield]
 // --batch is per data-parallel rank, as `ringtrain train --batch-size` (global batch = batch x dp).
 #include <mpi.h>
 
@@ -41,11 +41,13 @@ int main(int argc, char** argv) {
   dist::MpiSession mpi(&argc, &argv);
   int B = 64, steps = 50, blocks = 5;
   std::vector<int> tps = {1, 2};
+  dist::PollMode poll = dist::PollMode::Yield;  // TensorGroupComm's default
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--batch") B = std::atoi(argv[i + 1]);
     else if (a == "--steps") steps = std::atoi(argv[i + 1]);
     else if (a == "--blocks") blocks = std::atoi(argv[i + 1]);
+    else if (a == "--poll") poll = std::string(argv[i + 1]) == "yield" ? dist::PollMode::Yield : dist::PollMode::Spin;
     else if (a == "--tp") {
       tps.clear();
       std::stringstream ss(argv[i + 1]);
@@ -88,6 +90,7 @@ int main(int argc, char** argv) {
     Grid g;
     g.tp = t;
     g.grid = std::make_unique<dist::ProcessGrid>(world, t, mo);
+    g.grid->tensor_group().set_poll(poll);  // how the step waits inside the tensor group's all-reduce
     g.model = nn::make_lenet5_tp(g.grid->tensor_group());
     dist::split_to_shards(whole->params(), whole->params().params(), g.model->params(), g.model->params().params());
     g.model->reserve(B);
@@ -135,8 +138,8 @@ int main(int argc, char** argv) {
                   1e3 * B * D / ms, tp_payload, tp_payload * 2.0 * (T - 1) / T, median(g.tp_ms), dp_payload,
                   dp_payload * 2.0 * (D - 1) / D, median(g.wait_ms));
     }
-    std::printf("(medians of %d blocks of %d steps; kernels %s; batch %d per data-parallel rank)\n", blocks, steps,
-                ops::isa_name(k.level), B);
+    std::printf("(medians of %d blocks of %d steps; kernels %s; batch %d per data-parallel rank; main thread polls by %s)\n",
+                blocks, steps, ops::isa_name(k.level), B, poll == dist::PollMode::Spin ? "spinning" : "yielding");
   }
   return 0;
 }

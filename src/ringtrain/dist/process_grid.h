@@ -37,10 +37,14 @@ namespace ringtrain::dist {
 void check_tp(int world_size, int tp);
 
 // nn::TensorGroup over a Communicator, counting what it moves (the benchmark's bytes per step; a group
-// of one moves and counts nothing).
+// of one moves and counts nothing). The all-reduce waits by yielding the core (PollMode::Yield) unless
+// told otherwise: it sits on the critical path twice a step, and under --bind-to core a spinning rank
+// starves its own loader thread and, on a busy machine, the peer it waits for (bench_tp --poll: 1.9-2.5 ms
+// vs 3.8-4.8 ms a tp=2 step on the shared 2-core VM).
 class TensorGroupComm final : public nn::TensorGroup {
  public:
-  explicit TensorGroupComm(Communicator& comm) : comm_(comm) {}
+  explicit TensorGroupComm(Communicator& comm, PollMode poll = PollMode::Yield) : comm_(comm), poll_(poll) {}
+  void set_poll(PollMode poll) { poll_ = poll; }
   int rank() const override { return comm_.rank(); }
   int size() const override { return comm_.size(); }
   void allreduce_sum(float* data, std::size_t n) override;
@@ -55,6 +59,7 @@ class TensorGroupComm final : public nn::TensorGroup {
 
  private:
   Communicator& comm_;
+  PollMode poll_;
   Stats stats_;
 };
 
