@@ -136,6 +136,13 @@ TEST(RingAllreduce, YieldPolling) {
   set_thread_poll_mode(PollMode::Spin);
 }
 
+TEST(RingAllreduce, AdaptivePolling) {
+  set_thread_poll_mode(PollMode::Adaptive);
+  check_ring<float>({.segment_bytes = 4096});
+  check_ring<int64_t>({});
+  set_thread_poll_mode(PollMode::Spin);
+}
+
 TEST(RingAllreduce, OneElementSegments) {
   const int W = world_size(), r = world_rank();
   RingAllreduce ring(MPI_COMM_WORLD, {.segment_bytes = 4});

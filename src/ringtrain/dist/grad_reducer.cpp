@@ -113,9 +113,10 @@ void GradReducer::comm_loop() {
 }
 
 void GradReducer::reduce_here(bool only_unlaunched) {
-  // In bucket order. This thread has nothing else to do meanwhile, so it waits by spinning.
+  // In bucket order. This thread has nothing else to do meanwhile: an adaptive wait (spins briefly, then
+  // yields, so a late peer or a busy machine does not cost a held core).
   const PollMode saved = thread_poll_mode();
-  set_thread_poll_mode(PollMode::Spin);
+  set_thread_poll_mode(PollMode::Adaptive);
   auto t0 = std::chrono::steady_clock::now();
   try {
     for (std::size_t b = 0; b < buckets_.size(); ++b)

@@ -38,7 +38,8 @@ struct GradReducerOptions {
   std::size_t bucket_bytes = std::size_t(25) << 10;
   bool overlap = true;
   // How the communication thread waits while backward runs (ring_allreduce.h): it shares its rank's core
-  // with backward. Once wait() sleeps it spins; the main thread's own reductions always spin.
+  // with backward. Once wait() sleeps it waits adaptively (spin 50 us, then yield), as the main thread's
+  // own reductions do.
   PollMode poll = PollMode::Yield;
 };
 

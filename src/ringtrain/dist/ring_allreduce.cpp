@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "ringtrain/core/error.h"
 
@@ -11,10 +12,19 @@ namespace ringtrain::dist {
 namespace {
 thread_local PollMode g_poll_mode = PollMode::Spin;
 thread_local const std::atomic<bool>* g_spin_while = nullptr;
-// Yield mode gives the core away between tests, unless the flag says nobody on this rank needs it.
-inline void pause_between_tests() {
-  if (!g_spin_while || !g_spin_while->load(std::memory_order_relaxed)) sched_yield();
-}
+// Called between two MPI_Test* of one wait: yields the core, except during an adaptive wait's first 50 us.
+class Pause {
+ public:
+  void operator()() {
+    const bool adaptive = g_poll_mode == PollMode::Adaptive ||
+                          (g_spin_while && g_spin_while->load(std::memory_order_relaxed));
+    if (adaptive && std::chrono::steady_clock::now() - start_ < std::chrono::microseconds(50)) return;
+    sched_yield();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
 }  // namespace
 
 void set_thread_poll_mode(PollMode mode, const std::atomic<bool>* spin_while) {
@@ -28,10 +38,11 @@ void wait_request(MPI_Request* r) {
     MPI_Wait(r, MPI_STATUS_IGNORE);
     return;
   }
+  Pause pause;
   for (int flag = 0;;) {
     MPI_Test(r, &flag, MPI_STATUS_IGNORE);
     if (flag) return;
-    pause_between_tests();
+    pause();
   }
 }
 
@@ -41,10 +52,11 @@ int wait_any(int n, MPI_Request* r) {
     MPI_Waitany(n, r, &k, MPI_STATUS_IGNORE);
     return k;
   }
+  Pause pause;
   for (int flag = 0;;) {
     MPI_Testany(n, r, &k, &flag, MPI_STATUS_IGNORE);
     if (flag) return k;  // MPI_UNDEFINED when every request is null
-    pause_between_tests();
+    pause();
   }
 }
 
@@ -53,10 +65,11 @@ void wait_all(int n, MPI_Request* r) {
     MPI_Waitall(n, r, MPI_STATUSES_IGNORE);
     return;
   }
+  Pause pause;
   for (int flag = 0;;) {
     MPI_Testall(n, r, &flag, MPI_STATUSES_IGNORE);
     if (flag) return;
-    pause_between_tests();
+    pause();
   }
 }
 
