@@ -7,7 +7,7 @@
 // 2(G-1)/G of it out of each rank of a group of G ("sent"). Grids are interleaved in blocks so machine
 // noise hits them alike; figures are medians over blocks.
 //
-//   mpirun -np 2 bench_tp [--batch 64] [--steps 50] [--blocks 5] [--tp 1,2] [--poll spin|yield]
+//   mpirun -np 2 bench_tp [--batch 64] [--steps 50] [--blocks 5] [--tp 1,2] [--poll spin|yield|adaptive]
 // --batch is per data-parallel rank, as `ringtrain train --batch-size` (global batch = batch x dp).
 #include <mpi.h>
 
@@ -47,7 +47,10 @@ int main(int argc, char** argv) {
     if (a == "--batch") B = std::atoi(argv[i + 1]);
     else if (a == "--steps") steps = std::atoi(argv[i + 1]);
     else if (a == "--blocks") blocks = std::atoi(argv[i + 1]);
-    else if (a == "--poll") poll = std::string(argv[i + 1]) == "yield" ? dist::PollMode::Yield : dist::PollMode::Spin;
+    else if (a == "--poll") {
+      const std::string m = argv[i + 1];
+      poll = m == "spin" ? dist::PollMode::Spin : m == "adaptive" ? dist::PollMode::Adaptive : dist::PollMode::Yield;
+    }
     else if (a == "--tp") {
       tps.clear();
       std::stringstream ss(argv[i + 1]);
@@ -139,7 +142,7 @@ int main(int argc, char** argv) {
                   dp_payload * 2.0 * (D - 1) / D, median(g.wait_ms));
     }
     std::printf("(medians of %d blocks of %d steps; kernels %s; batch %d per data-parallel rank; main thread polls by %s)\n",
-                blocks, steps, ops::isa_name(k.level), B, poll == dist::PollMode::Spin ? "spinning" : "yielding");
+                blocks, steps, ops::isa_name(k.level), B, poll == dist::PollMode::Spin ? "spinning" : poll == dist::PollMode::Adaptive ? "spinning 50 us, then yielding" : "yielding");
   }
   return 0;
 }
