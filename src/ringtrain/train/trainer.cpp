@@ -254,6 +254,9 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
   const int64_t global_batch = int64_t(config_.batch_size) * comm_.size();
   Position after = start;
   const FaultInjection fault = fault_injection_from_env();
+  // The hook names a world rank (under --tp the trainer's communicator is only the data-parallel group).
+  const char* world_rank_env = std::getenv("OMPI_COMM_WORLD_RANK");
+  const int fault_rank = world_rank_env ? std::atoi(world_rank_env) : comm_.rank();
   for (int epoch = start.epoch; epoch < config_.epochs; ++epoch) {
     const int64_t offset = epoch == start.epoch ? start.offset : 0;
     loader.start_epoch(epoch_indices(train_split.count, epoch, offset), 0, epoch);
@@ -300,7 +303,7 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
                                        : Position{result.steps, epoch, offset + (b + 1) * global_batch};
       if (checkpoints && config_.checkpoint_every > 0 && result.steps % config_.checkpoint_every == 0)
         save_periodic(*checkpoints, after);
-      if (fault.rank == comm_.rank() && fault.step == result.steps && start.step == 0) std::raise(SIGKILL);
+      if (fault.rank == fault_rank && fault.step == result.steps && start.step == 0) std::raise(SIGKILL);
       if (config_.max_steps > 0 && result.steps >= config_.max_steps) break;
     }
     const double epoch_seconds = seconds_since(epoch_start);
