@@ -92,9 +92,10 @@ void GradReducer::comm_loop() {
   set_thread_poll_mode(opt_.poll, &main_waiting_);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_work_.wait(lock, [this] { return stop_ || queue_head_ < queue_.size(); });
+    cv_work_.wait(lock, [this] { return stop_ || (!main_takes_over_ && queue_head_ < queue_.size()); });
     if (stop_) return;
     int b = queue_[queue_head_++];
+    busy_ = true;
     lock.unlock();
     auto t0 = std::chrono::steady_clock::now();
     std::exception_ptr err;
@@ -108,6 +109,7 @@ void GradReducer::comm_loop() {
     comm_s_thread_ += t;
     if (err && !error_) error_ = err;
     ++done_;
+    busy_ = false;
     cv_done_.notify_all();
   }
 }
@@ -133,23 +135,46 @@ double GradReducer::wait() {
   auto t0 = std::chrono::steady_clock::now();
   if (world_ > 1) {
     if (opt_.overlap) {
-      // First everything the communication thread was given (its communicator must be idle before this
-      // thread uses it), then, here, the buckets it was not given, in bucket order. Every rank launches the
-      // same buckets in the same order, so the collectives match.
+      // The communication thread finishes the bucket it is in (its communicator must be idle before this
+      // thread uses it) and takes no more; this thread then reduces what it had not started, in queue
+      // order, and the buckets never launched, in bucket order. Every rank issues the same buckets in the
+      // same order, whichever thread runs them, so the collectives match. (When the communication thread
+      // got no CPU during backward, this is --no-overlap's work with no thread switch added.)
       std::exception_ptr err;
+      std::size_t first_left = 0;
       {
         std::unique_lock<std::mutex> lock(mu_);
+        main_takes_over_ = true;
         main_waiting_.store(true, std::memory_order_relaxed);  // backward is over: the core is the comm thread's
-        cv_done_.wait(lock, [this] { return done_ == int(queue_.size()); });
+        cv_done_.wait(lock, [this] { return !busy_; });
         main_waiting_.store(false, std::memory_order_relaxed);
         stats_.comm_s += comm_s_thread_;
         comm_s_thread_ = 0;
+        first_left = queue_head_;
+        std::swap(err, error_);
+      }
+      if (err) {
+        std::lock_guard<std::mutex> lock(mu_);
         queue_.clear();
         queue_head_ = 0;
         done_ = 0;
-        std::swap(err, error_);
+        main_takes_over_ = false;
+        std::rethrow_exception(err);
       }
-      if (err) std::rethrow_exception(err);
+      // queue_ is not touched by the communication thread while main_takes_over_ is set.
+      const PollMode saved = thread_poll_mode();
+      set_thread_poll_mode(PollMode::Adaptive);
+      auto t_inline = std::chrono::steady_clock::now();
+      for (std::size_t i = first_left; i < queue_.size(); ++i) reduce(queue_[i]);
+      set_thread_poll_mode(saved);
+      stats_.comm_s += seconds_since(t_inline);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        queue_.clear();
+        queue_head_ = 0;
+        done_ = 0;
+        main_takes_over_ = false;
+      }
       reduce_here(true);
     } else {
       reduce_here(false);  // the same buckets, in the same order, after backward

@@ -103,6 +103,8 @@ class GradReducer {
   std::size_t queue_head_ = 0;
   int done_ = 0;
   bool stop_ = false;
+  bool busy_ = false;             // the communication thread is inside a bucket
+  bool main_takes_over_ = false;  // wait() runs the rest: the communication thread takes no more
   std::exception_ptr error_;
   double comm_s_thread_ = 0;  // guarded by mu_
   std::thread thread_;
