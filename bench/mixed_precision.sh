@@ -9,7 +9,7 @@
 #                                                   all-reduce bytes each rank sends a step, and test accuracy
 #
 # Environment: RUNS=5 BATCH=256 DATA=/usr/share/datasets/fashion-mnist (speed; noise when absent),
-# EPOCHS=10 DATASETS="digits fashion" (accuracy, gradcomm). `build/ringtrain data prepare` makes data/digits.
+# EPOCHS=10 DATASETS="digits fashion" SEEDS=0 (accuracy, gradcomm; several seeds print each and the mean). `build/ringtrain data prepare` makes data/digits.
 set -euo pipefail
 MODE=${1:-}
 BUILD=${2:-build}
@@ -49,29 +49,45 @@ BIN="$BUILD/ringtrain"
 EPOCHS=${EPOCHS:-10}
 acc() { sed -n 's/^test accuracy: \([0-9.]*\)%.*/\1/p' | tail -1; }
 
+# One line a (dataset, variant): accuracy per seed, the mean, and the mean's difference from the first variant.
+report() {  # report DATASET VARIANT "ACC..." BASE_MEAN EXTRA
+  printf "%-8s %-24s %s  mean %6.2f%%  (%+.2f points vs fp32)%s\n" "$1" "$2" "$3" "$4" "$(echo "$4 - $5" | bc -l)" "$6"
+}
+mean() { tr ' ' '\n' | grep . | awk '{s += $1} END {printf "%.4f", s / NR}'; }
+SEEDS=${SEEDS:-0}
+
 if [ "$MODE" = accuracy ]; then
+  echo "test accuracy after $EPOCHS epochs, batch 64, Adam 1e-3, seeds: $SEEDS"
   for d in ${DATASETS:-digits fashion}; do
-    f=""
+    base=""
     for p in fp32 bf16 fp16; do
-      out=$("$BIN" train --data "$d" --precision "$p" --epochs "$EPOCHS" --batch-size 64 --lr 0.001 --seed 0 --quiet)
-      a=$(echo "$out" | acc)
-      [ -z "$f" ] && f=$a
-      extra=$(echo "$out" | sed -n 's/^fp16 loss scaling: /; loss scaling: /p')
-      printf "%-8s %-5s test accuracy %6.2f%%  (%+.2f points vs fp32%s)\n" "$d" "$p" "$a" "$(echo "$a - $f" | bc -l)" "$extra"
+      accs="" extra=""
+      for seed in $SEEDS; do
+        out=$("$BIN" train --data "$d" --precision "$p" --epochs "$EPOCHS" --batch-size 64 --lr 0.001 --seed "$seed" --quiet)
+        accs+="$(echo "$out" | acc) "
+        extra+=$(echo "$out" | sed -n 's/^fp16 loss scaling: \([0-9]*\) step(s) skipped, final scale \([0-9.e+]*\)/ [\1 skipped, scale \2]/p')
+      done
+      m=$(echo "$accs" | mean)
+      [ -z "$base" ] && base=$m
+      report "$d" "$p" "$accs" "$m" "$base" "$extra"
     done
   done
   exit 0
 fi
 
 # gradcomm
+echo "2 ranks x batch 32, $EPOCHS epochs, Adam 1e-3, seeds: $SEEDS; bytes = all-reduce bytes each rank sends a step"
 for d in ${DATASETS:-digits fashion}; do
-  f=""
+  base=""
   for g in fp32 bf16 fp16; do
-    out=$("$BIN" train --nproc 2 --data "$d" --grad-comm "$g" --epochs "$EPOCHS" --batch-size 32 --lr 0.001 --seed 0 --quiet)
-    a=$(echo "$out" | acc)
-    bytes=$(echo "$out" | sed -n 's/^all-reduce bytes per step: \([0-9]*\).*/\1/p')
-    [ -z "$f" ] && f=$a
-    printf "%-8s 2 ranks x 32, grad-comm %-5s all-reduce %7s bytes/step/rank  test accuracy %6.2f%% (%+.2f points vs fp32)\n" \
-      "$d" "$g" "$bytes" "$a" "$(echo "$a - $f" | bc -l)"
+    accs="" bytes=""
+    for seed in $SEEDS; do
+      out=$("$BIN" train --nproc 2 --data "$d" --grad-comm "$g" --epochs "$EPOCHS" --batch-size 32 --lr 0.001 --seed "$seed" --quiet)
+      accs+="$(echo "$out" | acc) "
+      bytes=$(echo "$out" | sed -n 's/^all-reduce bytes per step: \([0-9]*\).*/\1/p')
+    done
+    m=$(echo "$accs" | mean)
+    [ -z "$base" ] && base=$m
+    report "$d" "grad-comm $g $bytes B" "$accs" "$m" "$base" ""
   done
 done
