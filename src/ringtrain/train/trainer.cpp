@@ -154,6 +154,9 @@ Trainer::Position Trainer::resume_from(const CheckpointDir& dir, int64_t dataset
   at.step = std::stoll(md.at("trainer.step"));
   at.epoch = std::stoi(md.at("trainer.epoch"));
   at.offset = std::stoll(md.at("trainer.epoch_offset"));
+  if (scaler_ && md.count("trainer.loss_scale"))
+    scaler_->set_state(std::stof(md.at("trainer.loss_scale")),
+                       md.count("trainer.loss_scale_growth_tracker") ? std::stoi(md.at("trainer.loss_scale_growth_tracker")) : 0);
   check(md.count("trainer.seed") == 0 || std::stoull(md.at("trainer.seed")) == config_.seed,
         path + ": was written with --seed " + md["trainer.seed"] + ", this run has --seed " +
             std::to_string(config_.seed) + " (resume with the same seed)");
@@ -174,6 +177,12 @@ void Trainer::save_periodic(const CheckpointDir& dir, const Position& at) {
     md["trainer.seed"] = std::to_string(config_.seed);
     md["trainer.world_size"] = std::to_string(comm_.size());
     md["trainer.batch_size"] = std::to_string(config_.batch_size);
+    if (scaler_) {  // fp16: torch GradScaler's state, so a resumed run keeps its loss scale
+      char scale[32];
+      std::snprintf(scale, sizeof scale, "%.9g", double(scaler_->scale()));
+      md["trainer.loss_scale"] = scale;
+      md["trainer.loss_scale_growth_tracker"] = std::to_string(scaler_->growth_tracker());
+    }
     if (tensor_parallel()) {
       md["trainer.tp"] = std::to_string(grid_->tp());
       save_sharded_checkpoint(dir.path_for(at.step), model_, optimizer_.get(), md, *grid_);
