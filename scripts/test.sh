@@ -13,6 +13,15 @@ build/ringtrain data prepare || echo "warning: could not prepare the digits; the
 echo "== tests (Release)"
 ctest --test-dir build --output-on-failure -j 2
 
+echo "== kernel tests under each forced ISA level this CPU has (RINGTRAIN_ISA)"
+levels="ref scalar"
+grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && levels="$levels avx2"
+grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo && levels="$levels avx512"
+for isa in $levels; do
+  echo "-- RINGTRAIN_ISA=$isa"
+  RINGTRAIN_ISA=$isa ctest --test-dir build --output-on-failure -j 2 -R "Kernel|Ops|Lowp|Golden"
+done
+
 echo "== parsers and kernels under AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGTRAIN_SANITIZE=ON -DRINGTRAIN_BENCH=OFF
 cmake --build build-asan -j "$(nproc)"

@@ -54,6 +54,18 @@ for n in 1 4; do
   d=$("$PYTHON" "$TESTS_DIR/compare_weights.py" "$WORK/base2.st" "$WORK/w$n.st")
   awk -v d="$d" 'BEGIN { exit !(d < 1e-5) }' && pass || fail "resumed at $n ranks: relative difference $d >= 1e-5"
 done
+# A read-only checkpoint directory (a read-only bind mount, which binds root too): a clear error before
+# any training, and the checkpoint already there is untouched.
+job 2 "$WORK/ro" --max-steps 7 > /dev/null 2>&1
+before=$(md5sum "$WORK/ro/step-00000007.safetensors")
+if unshare -m true 2> /dev/null; then
+  expect_error "read-only checkpoint dir" "$WORK/ro: checkpoint directory is not writable" unshare -m sh -c \
+    "mount --bind '$WORK/ro' '$WORK/ro' && mount -o remount,bind,ro '$WORK/ro' && '$RINGTRAIN' train --data '$WORK/toy' --checkpoint-dir '$WORK/ro' --resume --epochs 3"
+  [ "$(md5sum "$WORK/ro/step-00000007.safetensors")" = "$before" ] && pass || fail "the previous checkpoint changed"
+else
+  echo "SKIPPED: read-only checkpoint dir (this sandbox cannot make a mount namespace)"
+fi
+
 # fp16: the loss scale and its growth tracker travel in the checkpoint, so a resumed run is identical.
 F="$RINGTRAIN train --data $WORK/toy --epochs 2 --batch-size 16 --precision fp16 --log-every 0 --quiet"
 $F --save "$WORK/h_full.st" > /dev/null 2>&1
