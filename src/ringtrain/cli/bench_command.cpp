@@ -28,9 +28,9 @@ namespace {
 constexpr double kFlopPerSample = 2.26e6;  // LeNet-5 forward + backward-data + backward-weights
 
 struct Row {
-  Row(std::string n, std::string c, int r) : name(std::move(n)), command(std::move(c)), ranks(r) {}
+  Row(std::string n, std::string c, int global) : name(std::move(n)), command(std::move(c)), global_batch(global) {}
   std::string name, command;
-  int ranks = 1;
+  int global_batch = 1;  // samples a step over all ranks (tensor-parallel ranks share theirs)
   bool ok = false;
   std::string error;
   int64_t steps = 0;
@@ -129,12 +129,13 @@ int bench_command(int argc, char** argv, int first) {
                              " --log-every 0 --quiet --timeout 600";
   const std::string mpirun = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --bind-to core ";
   std::vector<Row> rows = {
-      {"1 rank, reference kernels", "'" + exe + "'" + common + " --isa ref --max-steps " + std::to_string(ref_steps), 1},
-      {"1 rank, fast kernels", "'" + exe + "'" + common + " --max-steps " + std::to_string(steps), 1},
-      {"2 ranks, fast", mpirun + "'" + exe + "'" + common + " --max-steps " + std::to_string(steps), 2},
-      {"2 ranks, fast + bf16", mpirun + "'" + exe + "'" + common + " --precision bf16 --max-steps " + std::to_string(steps), 2},
-      {"2 ranks, fast + bf16 + tp=2",
-       mpirun + "'" + exe + "'" + common + " --precision bf16 --tp 2 --max-steps " + std::to_string(steps), 2},
+      {"1 rank, reference kernels", "'" + exe + "'" + common + " --isa ref --max-steps " + std::to_string(ref_steps), batch},
+      {"1 rank, fast kernels", "'" + exe + "'" + common + " --max-steps " + std::to_string(steps), batch},
+      {"2 ranks, fast", mpirun + "'" + exe + "'" + common + " --max-steps " + std::to_string(steps), 2 * batch},
+      {"2 ranks, fast + bf16", mpirun + "'" + exe + "'" + common + " --precision bf16 --max-steps " + std::to_string(steps),
+       2 * batch},
+      {"2 ranks, fast + bf16 + tp=2 (1 data-parallel rank)",
+       mpirun + "'" + exe + "'" + common + " --precision bf16 --tp 2 --max-steps " + std::to_string(steps), batch},
   };
   const bool torch = !opt.str("python").empty() && std::filesystem::exists(opt.str("python")) &&
                      std::filesystem::exists(opt.str("torch-script"));
@@ -150,7 +151,7 @@ int bench_command(int argc, char** argv, int first) {
   Row torch_row{"PyTorch " + std::string("(python3-torch, 2 threads, batch ") + std::to_string(2 * batch) + ")",
                 "OMP_NUM_THREADS=2 '" + opt.str("python") + "' '" + opt.str("torch-script") + "' --threads 2 --batch " +
                     std::to_string(2 * batch) + " --repeats 3 --data '" + dir + "'",
-                2};
+                2 * batch};
   if (torch) {
     std::printf("running: %s ...\n", torch_row.name.c_str());
     std::fflush(stdout);
@@ -166,17 +167,17 @@ int bench_command(int argc, char** argv, int first) {
       md += "| " + r.name + " | failed: " + r.error + " | | | | |\n";
       continue;
     }
-    const int global_batch = r.name.rfind("PyTorch", 0) == 0 ? 2 * batch : batch * r.ranks;
-    const double step_ms = 1000.0 * global_batch / r.samples_per_s;
+    const double step_ms = 1000.0 * r.global_batch / r.samples_per_s;
     const double epoch_s = 1e6 / r.samples_per_s;
     md += "| " + r.name + " | " + fmt("%.2f", step_ms) + " | " + fmt("%.0f", r.samples_per_s) + " | " +
           (epoch_s >= 120 ? fmt("%.1f min", epoch_s / 60) : fmt("%.1f s", epoch_s)) + " | " +
           (base > 0 ? fmt("%.1fx", r.samples_per_s / base) : std::string("-")) + " | " +
           fmt("%.1f%%", 100.0 * r.samples_per_s * kFlopPerSample / (peak_machine * 1e9)) + " |\n";
   }
-  md += "\nPer-rank batch " + std::to_string(batch) + "; " + std::to_string(steps) + " steps a fast configuration, " +
+  md += "\nPer-rank batch " + std::to_string(batch) + " (tensor-parallel ranks share one); " + std::to_string(steps) + " steps a fast configuration, " +
         std::to_string(ref_steps) + " with reference kernels; " + fmt("%.1f", peak_core) + " GFLOP/s fp32 peak per core x " +
-        std::to_string(cores) + " cores, measured; 2.26 MFLOP a sample.\n";
+        std::to_string(cores) + " cores, measured; 2.26 MFLOP a sample (bf16 rows against the fp32 peak too: vdpbf16ps does twice the work "
+        "of an fp32 FMA).\n";
   std::printf("\n%s", md.c_str());
   std::ofstream out(opt.str("out"));
   check(bool(out), opt.str("out") + ": cannot open for writing");
