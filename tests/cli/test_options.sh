@@ -97,6 +97,13 @@ $RINGTRAIN data show "$WORK/plain-images" --index 0-7 --labels "$WORK/toy/train-
 differ "$WORK/n.png" "$WORK/l.png" && pass || fail "--labels did not add captions"
 expect_error "show mismatched labels" "labels" $RINGTRAIN data show "$WORK/plain-images" --labels "$WORK/toy/t10k-labels-idx1-ubyte" --out "$WORK/x.png"
 
+# eval --misclassified / --count: a grid of the worst mistakes (a barely trained model makes plenty).
+$RINGTRAIN train --data "$WORK/toy" --epochs 1 --max-steps 2 --batch-size 16 --log-every 0 --quiet --save "$WORK/weak.st" > /dev/null
+$RINGTRAIN eval --checkpoint "$WORK/weak.st" --data "$WORK/toy" --misclassified "$WORK/mis.png" --count 5 > "$WORK/mis.log" 2>&1
+grep -q "wrote $WORK/mis.png (5 worst of [0-9]* mistakes)" "$WORK/mis.log" && [ -n "$("$PYTHON" "$TESTS_DIR/png_size.py" "$WORK/mis.png")" ] && pass ||
+  { fail "eval --misclassified"; cat "$WORK/mis.log"; }
+expect_error "eval count 0" "--count" $RINGTRAIN eval --checkpoint "$WORK/weak.st" --data "$WORK/toy" --misclassified "$WORK/m.png" --count 0
+
 # plot --o / --title.
 $T --epochs 2 --log-every 5 --metrics "$WORK/m.jsonl" > /dev/null
 $RINGTRAIN plot "$WORK/m.jsonl" --o "$WORK/p1.png" --title "one" > /dev/null && $RINGTRAIN plot "$WORK/m.jsonl" --o "$WORK/p2.png" --title "two" > /dev/null

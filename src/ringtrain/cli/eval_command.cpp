@@ -1,7 +1,9 @@
 // `ringtrain eval`: loss, accuracy, per-class accuracy and the confusion matrix of a checkpoint on a
 // dataset's test split; optionally writes every prediction (one label a line) for comparison with
 // PyTorch (scripts/torch_check.py).
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 #include <fstream>
 #include <iostream>
 
@@ -9,6 +11,7 @@
 #include "ringtrain/cli/options.h"
 #include "ringtrain/core/error.h"
 #include "ringtrain/data/dataset.h"
+#include "ringtrain/data/show.h"
 #include "ringtrain/dist/communicator.h"
 #include "ringtrain/nn/models/lenet5.h"
 #include "ringtrain/ops/kernels.h"
@@ -25,6 +28,8 @@ int eval_command(int argc, char** argv, int first) {
   opt.add("batch-size", "500", "samples per forward pass");
   opt.add("predictions", "", "write the predicted label of every test sample, one a line, to this file");
   opt.add("isa", "auto", "kernels: auto | ref | scalar | avx2 | avx512");
+  opt.add("misclassified", "", "draw the worst mistakes (highest loss) as a PNG grid with true and predicted labels");
+  opt.add("count", "32", "how many mistakes --misclassified draws");
   if (!opt.parse(argc, argv, first)) return 0;
   check(!opt.str("checkpoint").empty(), "eval needs --checkpoint PATH");
   const int batch = int(opt.integer("batch-size"));
@@ -36,7 +41,9 @@ int eval_command(int argc, char** argv, int first) {
   train::load_weights(opt.str("checkpoint"), *model);
   data::Split test = data::load_split(data::resolve_dataset_dir(opt.str("data")), "t10k");
   dist::LocalCommunicator comm;
-  const bool keep = !opt.str("predictions").empty();
+  const int64_t count = opt.integer("count");
+  check(count >= 1 && count <= 10000, "--count must be between 1 and 10000, got " + opt.str("count"));
+  const bool keep = !opt.str("predictions").empty() || !opt.str("misclassified").empty();
   train::EvalResult r = train::evaluate(*model, kernels, test, comm, batch, keep);
 
   std::printf("test samples: %lld\n", (long long)r.samples);
@@ -56,7 +63,26 @@ int eval_command(int argc, char** argv, int first) {
     std::printf("\n");
   }
   std::printf("test accuracy: %.2f%%\n", 100.0 * r.accuracy());
-  if (keep) {
+  if (!opt.str("misclassified").empty()) {
+    // The mistakes the model was most sure about come first (highest loss on the true label).
+    std::vector<int64_t> wrong;
+    for (int64_t i = 0; i < int64_t(r.predictions.size()); ++i)
+      if (r.predictions[i] != test.labels[i]) wrong.push_back(i);
+    std::sort(wrong.begin(), wrong.end(), [&](int64_t a, int64_t b) { return r.losses[a] > r.losses[b]; });
+    if (int64_t(wrong.size()) > count) wrong.resize(std::size_t(count));
+    if (wrong.empty()) {
+      std::printf("no misclassified samples: nothing to draw\n");
+    } else {
+      std::vector<data::GridCell> cells;
+      for (int64_t i : wrong)
+        cells.push_back({i, "#" + std::to_string(i) + " true " + std::to_string(test.labels[i]) + " pred " +
+                                std::to_string(r.predictions[i]), true});
+      data::render_grid(test, cells, 8, 3).write_png(opt.str("misclassified"));
+      std::printf("wrote %s (%zu worst of %zu mistakes)\n", opt.str("misclassified").c_str(), cells.size(),
+                  std::size_t(r.samples - r.correct));
+    }
+  }
+  if (!opt.str("predictions").empty()) {
     std::ofstream out(opt.str("predictions"));
     check(bool(out), opt.str("predictions") + ": cannot open for writing");
     for (uint8_t p : r.predictions) out << int(p) << "\n";

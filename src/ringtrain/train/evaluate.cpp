@@ -23,7 +23,10 @@ EvalResult evaluate(nn::Model& model, const ops::KernelTable& kernels, const dat
   const int K = model.num_classes();
 
   EvalResult r;
-  if (keep_predictions) r.predictions.reserve(std::size_t(end - begin));
+  if (keep_predictions) {
+    r.predictions.reserve(std::size_t(end - begin));
+    r.losses.reserve(std::size_t(end - begin));
+  }
   for (int64_t start = begin; start < end; start += batch_size) {
     const int N = int(std::min<int64_t>(batch_size, end - start));
     normalize_pixels(x.data(), split.image(start), N * pixels);
@@ -35,10 +38,14 @@ EvalResult evaluate(nn::Model& model, const ops::KernelTable& kernels, const dat
       float maxv = row[best];
       double sum = 0.0;
       for (int k = 0; k < K; ++k) sum += std::exp(double(row[k] - maxv));
-      r.loss_sum += -(double(row[label] - maxv) - std::log(sum));
+      const double loss = -(double(row[label] - maxv) - std::log(sum));
+      r.loss_sum += loss;
       r.correct += best == label;
       r.confusion[label][best] += 1;
-      if (keep_predictions) r.predictions.push_back(uint8_t(best));
+      if (keep_predictions) {
+        r.predictions.push_back(uint8_t(best));
+        r.losses.push_back(float(loss));
+      }
     }
     r.samples += N;
   }

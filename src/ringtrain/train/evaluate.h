@@ -20,6 +20,7 @@ struct EvalResult {
   double loss_sum = 0.0;  // sum of per-sample losses
   std::array<std::array<int64_t, kClasses>, kClasses> confusion{};  // [true][predicted]
   std::vector<uint8_t> predictions;  // this rank's predictions, in split order (filled on request)
+  std::vector<float> losses;         // and each sample's cross-entropy loss (filled with predictions)
   double accuracy() const { return samples ? double(correct) / double(samples) : 0.0; }
   double mean_loss() const { return samples ? loss_sum / double(samples) : 0.0; }
 };
