@@ -20,23 +20,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-class LeNet5(nn.Module):
-    """LeNet-5 as ringtrain's docs/DESIGN.md gives it; parameter names are the checkpoint's tensor names."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
-        self.conv2 = nn.Conv2d(6, 16, 5)
-        self.fc1 = nn.Linear(400, 120)
-        self.fc2 = nn.Linear(120, 84)
-        self.fc3 = nn.Linear(84, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = torch.flatten(x, 1)
-        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lenet5_torch import LeNet5  # noqa: E402  (the model, shared with the golden and bench scripts)
 
 
 def load_safetensors(path):
