@@ -79,7 +79,7 @@ void run_train_row(Row& row) {
   }
 }
 
-void run_torch_row(Row& row, int batch) {
+void run_torch_row(Row& row) {
   int status = 0;
   std::string out = run_captured(row.command, &status);
   std::smatch m;
@@ -90,7 +90,6 @@ void run_torch_row(Row& row, int batch) {
   } else {
     row.error = "exit " + std::to_string(status) + ": " + last_line(out);
   }
-  (void)batch;
 }
 
 std::string fmt(const char* f, double v) {
@@ -155,7 +154,7 @@ int bench_command(int argc, char** argv, int first) {
   if (torch) {
     std::printf("running: %s ...\n", torch_row.name.c_str());
     std::fflush(stdout);
-    run_torch_row(torch_row, 2 * batch);
+    run_torch_row(torch_row);
     rows.push_back(torch_row);
   }
 

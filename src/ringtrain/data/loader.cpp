@@ -81,13 +81,12 @@ void BatchLoader::start_epoch(std::vector<int64_t> indices, int64_t first_batch,
 void BatchLoader::fill(Slot& slot, int64_t batch) {
   const int64_t begin = batch * batch_size_;
   const int N = int(std::min<int64_t>(batch_size_, int64_t(indices_.size()) - begin));
-  constexpr float kScale = 1.0f / 255.0f;
   for (int n = 0; n < N; ++n) {
     const int64_t index = indices_[begin + n];
     const uint8_t* px = split_.image(index);
     float* dst = slot.x.data() + int64_t(n) * pixels_;
     if (augment_.max_shift == 0) {
-      for (int64_t k = 0; k < pixels_; ++k) dst[k] = float(px[k]) * kScale;
+      normalize_pixels(dst, px, pixels_);
     } else {
       Rng rng(mix64(augment_.seed ^ mix64(uint64_t(epoch_) * 0x100000000ULL + uint64_t(index))));
       const int span = 2 * augment_.max_shift + 1;
@@ -96,7 +95,7 @@ void BatchLoader::fill(Slot& slot, int64_t batch) {
       for (int y = 0; y < rows; ++y)
         for (int x = 0; x < cols; ++x) {
           const int sy = y - dy, sx = x - dx;
-          dst[y * cols + x] = (sy >= 0 && sy < rows && sx >= 0 && sx < cols) ? float(px[sy * cols + sx]) * kScale : 0.0f;
+          dst[y * cols + x] = (sy >= 0 && sy < rows && sx >= 0 && sx < cols) ? float(px[sy * cols + sx]) * kPixelScale : 0.0f;
         }
     }
     slot.labels[n] = split_.labels[index];

@@ -16,6 +16,13 @@
 
 namespace ringtrain::data {
 
+// Scales uint8 pixels to [0,1] floats (value / 255), as DESIGN.md fixes the input convention; the
+// loader and evaluation both go through it.
+constexpr float kPixelScale = 1.0f / 255.0f;
+inline void normalize_pixels(float* out, const uint8_t* pixels, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) out[i] = float(pixels[i]) * kPixelScale;
+}
+
 struct Batch {
   const float* x = nullptr;          // N x rows x cols, pixels / 255
   const uint8_t* labels = nullptr;   // N

@@ -4,35 +4,39 @@
 
 namespace ringtrain::nn {
 
-Conv2d::Conv2d(std::string name, int in_channels, int out_channels, int kernel, int stride, int pad)
-    : Layer(std::move(name)) {
-  shape_.C = in_channels;
-  shape_.K = out_channels;
-  shape_.R = shape_.S = kernel;
-  shape_.stride = stride;
-  shape_.pad = pad;
+ops::Conv2dShape conv_shape(int in_channels, int out_channels, int kernel, int stride, int pad) {
+  ops::Conv2dShape s;
+  s.C = in_channels;
+  s.K = out_channels;
+  s.R = s.S = kernel;
+  s.stride = stride;
+  s.pad = pad;
+  return s;
 }
 
-void Conv2d::declare(ParameterSet& params) {
-  int fan_in = shape_.C * shape_.R * shape_.S;
-  param_indices_ = {params.declare(name_ + ".weight", {shape_.K, shape_.C, shape_.R, shape_.S}, fan_in),
-                    params.declare(name_ + ".bias", {shape_.K}, fan_in)};
+std::vector<int> declare_conv_params(ParameterSet& params, const std::string& name, const ops::Conv2dShape& s) {
+  const int fan_in = s.C * s.R * s.S;
+  return {params.declare(name + ".weight", {s.K, s.C, s.R, s.S}, fan_in), params.declare(name + ".bias", {s.K}, fan_in)};
 }
+
+void configure_conv_input(ops::Conv2dShape& s, const Shape& in, const std::string& name) {
+  check(in.size() == 3 && in[0] == s.C, name + ": expects input [" + std::to_string(s.C) + ",H,W], got " + shape_str(in));
+  s.H = int(in[1]);
+  s.W = int(in[2]);
+  check(s.P() > 0 && s.Q() > 0, name + ": input " + shape_str(in) + " is smaller than the kernel");
+}
+
+Conv2d::Conv2d(std::string name, int in_channels, int out_channels, int kernel, int stride, int pad)
+    : Layer(std::move(name)), shape_(conv_shape(in_channels, out_channels, kernel, stride, pad)) {}
+
+void Conv2d::declare(ParameterSet& params) { param_indices_ = declare_conv_params(params, name_, shape_); }
 
 Shape Conv2d::configure(const Shape& in) {
-  check(in.size() == 3 && in[0] == shape_.C,
-        name_ + ": expects input [" + std::to_string(shape_.C) + ",H,W], got " + shape_str(in));
-  shape_.H = int(in[1]);
-  shape_.W = int(in[2]);
-  check(shape_.P() > 0 && shape_.Q() > 0, name_ + ": input " + shape_str(in) + " is smaller than the kernel");
+  configure_conv_input(shape_, in, name_);
   return {shape_.K, shape_.P(), shape_.Q()};
 }
 
-ops::Conv2dShape Conv2d::shape(int N) const {
-  ops::Conv2dShape s = shape_;
-  s.N = N;
-  return s;
-}
+ops::Conv2dShape Conv2d::shape(int N) const { return with_batch(shape_, N); }
 
 void Conv2d::reserve(int max_batch) {
   partials_.reserve(threads(), {std::size_t(shape_.K) * shape_.C * shape_.R * shape_.S, std::size_t(shape_.K)});

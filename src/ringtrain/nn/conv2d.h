@@ -1,10 +1,24 @@
 // Conv2d layer: weight [K,C,R,S] and bias [K], stride and zero padding (PyTorch's nn.Conv2d).
 // Runs on slices of a batch (Model::set_threads); per-slice weight gradients are summed in slice order.
 #pragma once
+#include <string>
+#include <vector>
+
 #include "ringtrain/nn/layer.h"
 #include "ringtrain/nn/partials.h"
 
 namespace ringtrain::nn {
+
+// The pieces every convolution layer shares (Conv2d, Conv2dReluPool): its shape from the constructor's
+// arguments, its PyTorch-named parameters, and the check of the per-sample input [C,H,W].
+ops::Conv2dShape conv_shape(int in_channels, int out_channels, int kernel, int stride, int pad);
+std::vector<int> declare_conv_params(ParameterSet& params, const std::string& name, const ops::Conv2dShape& s);
+void configure_conv_input(ops::Conv2dShape& s, const Shape& in, const std::string& name);
+// s with batch N.
+inline ops::Conv2dShape with_batch(ops::Conv2dShape s, int N) {
+  s.N = N;
+  return s;
+}
 
 class Conv2d : public Layer {
  public:

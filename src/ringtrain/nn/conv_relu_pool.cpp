@@ -3,40 +3,23 @@
 #include <algorithm>
 
 #include "ringtrain/core/error.h"
+#include "ringtrain/nn/conv2d.h"
 
 namespace ringtrain::nn {
 
 Conv2dReluPool::Conv2dReluPool(std::string name, int in_channels, int out_channels, int kernel, int stride, int pad)
-    : Layer(std::move(name)) {
-  shape_.C = in_channels;
-  shape_.K = out_channels;
-  shape_.R = shape_.S = kernel;
-  shape_.stride = stride;
-  shape_.pad = pad;
-}
+    : Layer(std::move(name)), shape_(conv_shape(in_channels, out_channels, kernel, stride, pad)) {}
 
-void Conv2dReluPool::declare(ParameterSet& params) {
-  int fan_in = shape_.C * shape_.R * shape_.S;
-  param_indices_ = {params.declare(name_ + ".weight", {shape_.K, shape_.C, shape_.R, shape_.S}, fan_in),
-                    params.declare(name_ + ".bias", {shape_.K}, fan_in)};
-}
+void Conv2dReluPool::declare(ParameterSet& params) { param_indices_ = declare_conv_params(params, name_, shape_); }
 
 Shape Conv2dReluPool::configure(const Shape& in) {
-  check(in.size() == 3 && in[0] == shape_.C,
-        name_ + ": expects input [" + std::to_string(shape_.C) + ",H,W], got " + shape_str(in));
-  shape_.H = int(in[1]);
-  shape_.W = int(in[2]);
-  check(shape_.P() > 0 && shape_.Q() > 0, name_ + ": input " + shape_str(in) + " is smaller than the kernel");
+  configure_conv_input(shape_, in, name_);
   check(ops::conv_relu_pool_fusable(shape_), name_ + ": the convolution's output " + std::to_string(shape_.P()) + "x" +
                                                  std::to_string(shape_.Q()) + " is not even, as 2x2 pooling needs");
   return {shape_.K, shape_.P() / 2, shape_.Q() / 2};
 }
 
-ops::Conv2dShape Conv2dReluPool::shape(int N) const {
-  ops::Conv2dShape s = shape_;
-  s.N = N;
-  return s;
-}
+ops::Conv2dShape Conv2dReluPool::shape(int N) const { return with_batch(shape_, N); }
 
 std::size_t Conv2dReluPool::saved_offset(const ops::KernelTable& k, int N, int t) const {
   std::size_t off = 0;

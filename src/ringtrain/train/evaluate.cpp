@@ -4,13 +4,9 @@
 #include <cmath>
 
 #include "ringtrain/core/aligned.h"
+#include "ringtrain/data/loader.h"
 
 namespace ringtrain::train {
-
-void normalize_pixels(float* out, const uint8_t* pixels, int64_t count) {
-  constexpr float kScale = 1.0f / 255.0f;
-  for (int64_t i = 0; i < count; ++i) out[i] = float(pixels[i]) * kScale;
-}
 
 EvalResult evaluate(nn::Model& model, const ops::KernelTable& kernels, const data::Split& split,
                     dist::Communicator& comm, int batch_size, bool keep_predictions) {
@@ -29,7 +25,7 @@ EvalResult evaluate(nn::Model& model, const ops::KernelTable& kernels, const dat
   }
   for (int64_t start = begin; start < end; start += batch_size) {
     const int N = int(std::min<int64_t>(batch_size, end - start));
-    normalize_pixels(x.data(), split.image(start), N * pixels);
+    data::normalize_pixels(x.data(), split.image(start), N * pixels);
     const float* logits = model.forward(kernels, x.data(), N);
     for (int n = 0; n < N; ++n) {
       const float* row = logits + int64_t(n) * K;

@@ -25,9 +25,6 @@ struct EvalResult {
   double mean_loss() const { return samples ? loss_sum / double(samples) : 0.0; }
 };
 
-// Scales uint8 pixels to [0,1] floats (value / 255), as DESIGN.md fixes the input convention.
-void normalize_pixels(float* out, const uint8_t* pixels, int64_t count);
-
 // Evaluates the whole split. If keep_predictions, fills predictions for all samples (gathered by the
 // caller only on one process: predictions are those of this rank's part when size() > 1).
 EvalResult evaluate(nn::Model& model, const ops::KernelTable& kernels, const data::Split& split,
