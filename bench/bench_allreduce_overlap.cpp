@@ -4,7 +4,7 @@
 // calls, and global samples/s. Modes are interleaved in blocks so machine noise hits them alike; figures
 // are medians over blocks.
 //
-//   mpirun -np 2 bench_allreduce_overlap [--batch 64] [--steps 50] [--blocks 5] [--bucket-kb 25] [--poll yield|spin]
+//   mpirun -np 2 bench_allreduce_overlap [--batch 64] [--steps 50] [--blocks 5] [--bucket-kb 128]
 #include <mpi.h>
 
 #include <algorithm>
@@ -33,8 +33,7 @@ static double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   dist::MpiSession mpi(&argc, &argv);
   int B = 64, steps = 50, blocks = 5;
-  std::size_t bucket_kb = 25;
-  dist::PollMode poll = dist::PollMode::Yield;
+  std::size_t bucket_kb = 128;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     long v = std::atol(argv[i + 1]);
@@ -42,7 +41,6 @@ int main(int argc, char** argv) {
     else if (a == "--steps") steps = int(v);
     else if (a == "--blocks") blocks = int(v);
     else if (a == "--bucket-kb") bucket_kb = std::size_t(v);
-    else if (a == "--poll") poll = std::string(argv[i + 1]) == "spin" ? dist::PollMode::Spin : dist::PollMode::Yield;
     else {
       std::fprintf(stderr, "bench_allreduce_overlap: unknown option %s\n", argv[i]);
       return 2;
@@ -80,7 +78,7 @@ int main(int argc, char** argv) {
       dist::MpiOptions mo;
       mo.algorithm = m.algo;
       dist::MpiCommunicator comm(MPI_COMM_WORLD, mo);
-      dist::GradReducer reducer(p, comm, {.bucket_bytes = bucket_kb << 10, .overlap = m.overlap, .poll = poll});
+      dist::GradReducer reducer(p, comm, {.bucket_bytes = bucket_kb << 10, .overlap = m.overlap});
       comm.barrier();
       auto t0 = Clock::now();
       for (int s = 0; s < steps; ++s) {
@@ -103,8 +101,8 @@ int main(int argc, char** argv) {
     }
   }
   if (rank == 0) {
-    std::printf("# LeNet-5 step, %d ranks x batch %d, kernels %s, buckets %zu KiB, comm thread polls by %s, %d steps x %d blocks (medians)\n", W,
-                B, ops::isa_name(k.level), bucket_kb, poll == dist::PollMode::Spin ? "spinning" : "yielding", steps, blocks);
+    std::printf("# LeNet-5 step, %d ranks x batch %d, kernels %s, buckets %zu KiB, %d steps x %d blocks (medians)\n", W,
+                B, ops::isa_name(k.level), bucket_kb, steps, blocks);
     std::printf("| all-reduce | overlap | step (ms) | wait for gradients (ms/step) | in all-reduce (ms/step) | samples/s |\n");
     std::printf("|---|---|---:|---:|---:|---:|\n");
     for (auto& m : modes) {

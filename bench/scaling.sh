@@ -14,7 +14,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 RT=$BUILD_DIR/ringtrain
 [[ -x $RT ]] || { echo "scaling.sh: $RT not found (build first, or set BUILD_DIR)"; exit 1; }
 if [[ $(id -u) == 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-EPOCHS=${EPOCHS:-3}
+EPOCHS=${EPOCHS:-10}
 echo "# $(date -u +%FT%TZ) $(hostname) $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# command: bench/scaling.sh $RUNS $*   (EPOCHS=$EPOCHS for throughput)"
 

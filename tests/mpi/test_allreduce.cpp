@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <limits>
 #include <vector>
 
@@ -143,6 +145,46 @@ TEST(RingAllreduce, AdaptivePolling) {
   set_thread_poll_mode(PollMode::Spin);
 }
 
+// The resumable ring (start / progress / finish, as the GradReducer drives it between layers): the same
+// fixed-order bits whatever the ranks do between calls - here rank r makes r extra idle progress calls
+// and some ranks never call finish(), completing on progress() alone.
+template <typename T>
+void check_resumable_ring(const RingOptions& opt) {
+  const int W = world_size(), r = world_rank();
+  RingAllreduce ring(MPI_COMM_WORLD, opt);
+  for (std::size_t n : lengths()) {
+    std::vector<T> x = input<T>(r, n);
+    ring.start(x.data(), n);
+    for (int i = 0; i < r; ++i) ring.progress();
+    if (r % 2 == 0) {
+      ring.finish();
+    } else {
+      while (!ring.progress()) {
+      }
+    }
+    EXPECT_FALSE(ring.active());
+    SCOPED_TRACE("n=" + std::to_string(n) + " W=" + std::to_string(W) + " segment_bytes=" +
+                 std::to_string(opt.segment_bytes));
+    expect_ring_sum(x, n, W);
+    expect_same_on_all_ranks(x);
+  }
+}
+
+TEST(RingAllreduce, ResumableFp32) { check_resumable_ring<float>({}); }
+TEST(RingAllreduce, ResumableFp32SmallSegments) { check_resumable_ring<float>({.segment_bytes = 4096}); }
+TEST(RingAllreduce, ResumableFp64SmallSegments) { check_resumable_ring<double>({.segment_bytes = 4096}); }
+TEST(RingAllreduce, ResumableInt64) { check_resumable_ring<int64_t>({}); }
+
+TEST(RingAllreduce, RefusesASecondStartWhileOneIsInFlight) {
+  const int W = world_size();
+  RingAllreduce ring(MPI_COMM_WORLD);
+  std::vector<float> a(100, 1.0f), b(100, 1.0f);
+  ring.start(a.data(), a.size());
+  if (W > 1) EXPECT_THROW(ring.start(b.data(), b.size()), Error);
+  ring.finish();
+  for (float v : a) ASSERT_EQ(v, float(W));
+}
+
 TEST(RingAllreduce, OneElementSegments) {
   const int W = world_size(), r = world_rank();
   RingAllreduce ring(MPI_COMM_WORLD, {.segment_bytes = 4});
@@ -199,6 +241,34 @@ TEST(MpiCommunicator, MpiYieldPolling) {  // MPI_Iallreduce + test/yield
   set_thread_poll_mode(PollMode::Spin);
 }
 
+// The non-blocking float sum through the communicator (what the GradReducer uses): same results as the
+// blocking call, for both algorithms, with tests in between; two in a row reuse the communicator.
+void check_nonblocking(AllreduceAlgorithm algo) {
+  const int W = world_size(), r = world_rank();
+  MpiOptions opt;
+  opt.algorithm = algo;
+  opt.timeout_s = 60;
+  MpiCommunicator comm(MPI_COMM_WORLD, opt);
+  for (std::size_t n : lengths()) {
+    std::vector<float> x = input<float>(r, n), y = input<float>(r, n);
+    comm.start_allreduce_sum(x.data(), n);
+    for (int i = 0; i <= r; ++i) comm.test_allreduce();
+    comm.wait_allreduce();
+    EXPECT_TRUE(comm.test_allreduce()) << "nothing in flight after wait";
+    comm.start_allreduce_sum(y.data(), n);
+    while (!comm.test_allreduce()) {
+    }
+    SCOPED_TRACE("n=" + std::to_string(n) + " algo=" + allreduce_name(algo));
+    if (algo == AllreduceAlgorithm::Ring) expect_ring_sum(x, n, W);
+    else expect_within_bound(x, n, W);
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), n * sizeof(float)), 0) << "wait() and test() differ";
+    expect_same_on_all_ranks(x);
+  }
+}
+
+TEST(MpiCommunicator, NonBlockingRing) { check_nonblocking(AllreduceAlgorithm::Ring); }
+TEST(MpiCommunicator, NonBlockingMpi) { check_nonblocking(AllreduceAlgorithm::Mpi); }
+
 TEST(MpiCommunicator, BroadcastAndDuplicate) {
   const int W = world_size(), r = world_rank();
   MpiOptions opt;
@@ -223,6 +293,21 @@ TEST(MpiCommunicator, ParsesAlgorithm) {
   EXPECT_EQ(parse_allreduce("ring"), AllreduceAlgorithm::Ring);
   EXPECT_EQ(parse_allreduce("mpi"), AllreduceAlgorithm::Mpi);
   EXPECT_THROW(parse_allreduce("tree"), Error);
+}
+
+TEST(MpiSession, PrefersSharedMemoryCopiesUnlessTheUserChose) {
+  const char* name = "OMPI_MCA_btl_vader_single_copy_mechanism";
+  const char* before = std::getenv(name);
+  const std::string saved = before ? before : "";
+  unsetenv(name);
+  prefer_shared_memory_copies();
+  ASSERT_NE(std::getenv(name), nullptr);
+  EXPECT_STREQ(std::getenv(name), "none");
+  setenv(name, "cma", 1);
+  prefer_shared_memory_copies();
+  EXPECT_STREQ(std::getenv(name), "cma") << "the user's choice was overwritten";
+  if (before) setenv(name, saved.c_str(), 1);
+  else unsetenv(name);
 }
 
 TEST(MpiCommunicator, ThreadLevelIsMultiple) {

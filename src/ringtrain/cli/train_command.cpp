@@ -10,6 +10,7 @@
 #include "ringtrain/cli/commands.h"
 #include "ringtrain/cli/options.h"
 #include "ringtrain/core/error.h"
+#include "ringtrain/core/thread_pool.h"
 #include "ringtrain/data/dataset.h"
 #include "ringtrain/dist/communicator.h"
 #include "ringtrain/dist/launcher.h"
@@ -47,7 +48,8 @@ Options train_options() {
   o.add_flag("quiet", "print only the epoch summaries and the final lines");
   o.add("progress", "auto", "auto (a bar on a terminal, log lines otherwise and under mpirun) | bar | lines");
   o.add("max-steps", "0", "stop after this many steps (0: run all epochs)");
-  o.add("workers", "1", "loader threads preparing batches ahead of the step (0: prepare on the step's thread)");
+  o.add("workers", "auto", "loader threads preparing batches ahead of the step (0: prepare on the step's thread; "
+                            "auto: 1, or 0 when this process may run on one core only, e.g. mpirun --bind-to core)");
   o.add("prefetch", "4", "batches the loader prepares ahead");
   o.add("augment-shift", "0", "shift each training sample by a random whole number of pixels up to this, per axis");
   o.add("isa", "auto", "kernels: auto | ref | scalar | avx2 | avx512 (also env RINGTRAIN_ISA)");
@@ -57,7 +59,7 @@ Options train_options() {
   o.add("threads", "1", "threads inside each rank, splitting every step's batch (a fixed pool)");
   o.add("nproc", "", "run N ranks on this machine (re-runs this command under mpirun -np N)");
   o.add("allreduce", "ring", "gradient all-reduce: ring (ringtrain's) | mpi (the library's MPI_Allreduce)");
-  o.add("bucket-kb", "25", "gradient bucket size in KiB (all-reduces start as buckets fill during backward)");
+  o.add("bucket-kb", "128", "gradient bucket size in KiB (all-reduces start as buckets fill during backward)");
   o.add_flag("no-overlap", "all-reduce the gradients only after backward (for comparison)");
   o.add("timeout", "1800", "seconds a collective may take before the whole job is aborted (0: never)");
   o.add("tp", "1", "tensor-parallel ranks: fc1/fc2 split over this many ranks (must divide the ranks; dp = ranks / tp)");
@@ -135,7 +137,7 @@ int train_command(int argc, char** argv, int first) {
   config.seed = uint64_t(opt.integer("seed"));
   config.log_every = int(opt.integer("log-every"));
   config.max_steps = opt.integer("max-steps");
-  config.workers = int(opt.integer("workers"));
+  config.workers = opt.str("workers") == "auto" ? (cores_this_process_may_use() > 1 ? 1 : 0) : int(opt.integer("workers"));
   config.metrics_path = opt.str("metrics");
   config.quiet = opt.flag("quiet");
   const std::string progress = opt.str("progress");

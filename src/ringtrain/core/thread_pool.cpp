@@ -1,5 +1,11 @@
 #include "ringtrain/core/thread_pool.h"
 
+#include <sched.h>
+
+#include <algorithm>
+
+#include <thread>
+
 #include "ringtrain/core/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -10,6 +16,13 @@
 #endif
 
 namespace ringtrain {
+
+int cores_this_process_may_use() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 namespace {
 // About 50-100 us of spinning before a worker sleeps (or the caller blocks): longer than the gap

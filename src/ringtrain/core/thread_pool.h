@@ -46,6 +46,10 @@ class ThreadPool {
   void* ctx_ = nullptr;
 };
 
+// How many cores this process may run on (its CPU affinity: 1 under mpirun --bind-to core with one
+// core a rank); at least 1.
+int cores_this_process_may_use();
+
 // Runs fn(t) for t in [0, T) on pool (T = pool's size), or fn(0) on the caller when pool is null.
 template <class F>
 void parallel_run(ThreadPool* pool, F&& fn) {

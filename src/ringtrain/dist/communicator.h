@@ -17,12 +17,31 @@ class Communicator {
   virtual void allreduce_sum(float* data, std::size_t n) = 0;
   virtual void allreduce_sum(double* data, std::size_t n) = 0;
   virtual void allreduce_sum(int64_t* data, std::size_t n) = 0;
+  // The float sum, non-blocking: start_allreduce_sum() begins it, test_allreduce() moves it on without
+  // blocking and says whether it is complete, wait_allreduce() blocks until it is. One at a time per
+  // communicator, started in the same order on every rank; `data` must stay untouched until complete.
+  // Same bits as allreduce_sum. This default does all the work in wait_allreduce() (no overlap);
+  // MpiCommunicator overrides it with a resumable ring or MPI_Iallreduce.
+  virtual void start_allreduce_sum(float* data, std::size_t n) {
+    pending_data_ = data;
+    pending_n_ = n;
+  }
+  virtual bool test_allreduce() { return pending_data_ == nullptr; }
+  virtual void wait_allreduce() {
+    float* data = pending_data_;
+    pending_data_ = nullptr;
+    if (data) allreduce_sum(data, pending_n_);
+  }
   // Copies root's bytes to every rank.
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
   virtual void barrier() = 0;
   // A new communicator over the same ranks whose traffic never mixes with this one's, so another
   // thread can use it (GradReducer's communication thread). Collective: every rank must call it.
   virtual std::unique_ptr<Communicator> duplicate() = 0;
+
+ private:
+  float* pending_data_ = nullptr;
+  std::size_t pending_n_ = 0;
 };
 
 // A world of one process: every collective is the identity.

@@ -1,29 +1,26 @@
 // GradReducer: averages gradients over the data-parallel ranks, overlapped with backward (PyTorch DDP's
 // reducer, in small). The gradient buffer is cut into buckets: contiguous slices, whole parameter views,
 // built from the end of the buffer because backward fills it from the end (fc3 first, conv1 last), so
-// bucket 0 is ready first. Model::backward's hook reports each layer's gradients; when a bucket's last
-// view is reported, its all-reduce is handed to a communication thread at once, and backward goes on
-// with earlier layers while the bucket is in flight. The last bucket (conv2, conv1: backward ends with it)
-// has nothing left to overlap with: wait() reduces it, and anything not reported, on its own thread once
-// the communication thread is idle, and leaves the averaged gradients (sum / W) in the buffer.
+// bucket 0 is ready first. Model::backward's hook runs after every layer; when a bucket's last view is
+// reported, the bucket joins a queue, and the hook moves the all-reduce in flight on (non-blocking ring:
+// Communicator::start_allreduce_sum / test_allreduce) and starts the next queued bucket when it is done.
+// So backward itself drives the communication between its layers, on its own core: no extra thread,
+// which on a rank with one core could only run when backward stops (measured: a communication thread
+// made the wait longer, not shorter). While this rank computes its earlier layers, its peers' messages
+// arrive and are picked up at the next layer boundary; what is not complete when backward ends (the last
+// bucket at least, conv2 and conv1, whose gradients come last) is finished by wait().
 //
-// Threads: the communication thread owns a duplicate of the communicator (Communicator::duplicate), so
-// its traffic never mixes with the main thread's; it is the only thread using that duplicate. Every rank
-// launches buckets in the same order (backward runs the same layers everywhere), which collectives need.
-// With overlap off (--no-overlap) the hook does nothing and wait() reduces every bucket itself, after
-// backward, with the same buckets and the same order, so both modes give the same bits.
+// Every rank starts the buckets in the same order (backward runs the same layers everywhere), which the
+// collectives need. With overlap off (--no-overlap) the hook does nothing and wait() reduces every
+// bucket after backward, in bucket order; each bucket's sum is the same ring either way, so both modes
+// give the same bits.
 //
 // wait() measures how long the step stood still waiting for gradients after backward (the figure that
 // overlap exists to shrink); stats() accumulates it.
 #pragma once
-#include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #include "ringtrain/dist/communicator.h"
@@ -33,14 +30,12 @@
 namespace ringtrain::dist {
 
 struct GradReducerOptions {
-  // A bucket is closed once it holds at least this many bytes. 25 KiB cuts LeNet-5's 61,706 gradients
-  // into 3 buckets: {fc3, fc2} (43 KiB), {fc1} (188 KiB), {conv2, conv1} (10 KiB).
-  std::size_t bucket_bytes = std::size_t(25) << 10;
+  // A bucket is closed once it holds at least this many bytes. 128 KiB cuts LeNet-5's 61,706 gradients
+  // into 2 buckets: {fc3, fc2, fc1} (236 KiB, ready as soon as backward leaves the linear layers) and
+  // {conv2, conv1} (10 KiB, ready when backward ends). Smaller buckets queue behind each other (one
+  // all-reduce in flight at a time) and each costs a ring's latency; measured in docs/BENCHMARKS.md.
+  std::size_t bucket_bytes = std::size_t(128) << 10;
   bool overlap = true;
-  // How the communication thread waits while backward runs (ring_allreduce.h): it shares its rank's core
-  // with backward. Once wait() sleeps it waits adaptively (spin 50 us, then yield), as the main thread's
-  // own reductions do.
-  PollMode poll = PollMode::Yield;
 };
 
 struct Bucket {
@@ -53,7 +48,7 @@ struct GradReducerStats {
   int64_t steps = 0;
   double wait_s = 0;       // total time wait() blocked (after backward, before the optimizer)
   double last_wait_s = 0;
-  double comm_s = 0;       // total time spent inside all-reduce calls (either thread)
+  double comm_s = 0;       // total time spent in all-reduce calls (the hook's tests and wait())
 };
 
 // Cuts views (state_dict order, offsets into one buffer) into buckets from the end. Exposed for tests.
@@ -62,9 +57,10 @@ std::vector<Bucket> make_buckets(const nn::ParameterSet& params, std::size_t buc
 class GradReducer {
  public:
   // params: the model's parameter set (its grads() buffer is reduced in place). comm: the data-parallel
-  // group; duplicated here (collective: every rank constructs its GradReducer together).
+  // group; duplicated here (collective: every rank constructs its GradReducer together), and warmed up
+  // with one all-reduce the size of the largest bucket, so the first step does not pay for connection
+  // set-up and scratch allocation.
   GradReducer(nn::ParameterSet& params, Communicator& comm, const GradReducerOptions& opt = {});
-  ~GradReducer();
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;
 
@@ -72,6 +68,8 @@ class GradReducer {
   nn::Model::GradReadyHook hook() {
     return [this](const nn::Layer& layer) { on_grads_ready(layer); };
   }
+  // After a layer's backward: marks its gradients ready (none for a layer without parameters), queues
+  // completed buckets, and moves the communication on.
   void on_grads_ready(const nn::Layer& layer);
   // Blocks until every bucket is reduced and averaged; returns the seconds it waited. Ends the step.
   double wait();
@@ -82,32 +80,21 @@ class GradReducer {
   bool overlap() const { return opt_.overlap; }
 
  private:
-  void launch(int bucket);  // queue for the communication thread (caller holds no lock)
-  void reduce(int bucket);  // all-reduce + average, on whichever thread runs it
-  void reduce_here(bool only_unlaunched);  // on the calling thread, in bucket order
-  void comm_loop();
+  void pump();             // test the bucket in flight; when done, average it and start the next one
+  void start(int bucket);
+  void average(int bucket);  // sum / W, once its all-reduce is complete
 
   nn::ParameterSet& params_;
   GradReducerOptions opt_;
   int world_ = 1;
-  std::unique_ptr<Communicator> comm_;  // the duplicate, used by one thread at a time
+  std::unique_ptr<Communicator> comm_;  // the duplicate
   std::vector<Bucket> buckets_;
   std::vector<int> view_bucket_;        // view index -> bucket
   std::vector<int> pending_;            // per bucket: views not yet reported this step
-  std::vector<char> view_ready_, launched_;
-
-  std::atomic<bool> main_waiting_{false};  // wait() is blocked: the comm thread may spin instead of yield
-  std::mutex mu_;
-  std::condition_variable cv_work_, cv_done_;
-  std::vector<int> queue_;
-  std::size_t queue_head_ = 0;
-  int done_ = 0;
-  bool stop_ = false;
-  bool busy_ = false;             // the communication thread is inside a bucket
-  bool main_takes_over_ = false;  // wait() runs the rest: the communication thread takes no more
-  std::exception_ptr error_;
-  double comm_s_thread_ = 0;  // guarded by mu_
-  std::thread thread_;
+  std::vector<char> view_ready_, started_;
+  std::vector<int> ready_;              // buckets in the order they completed this step
+  std::size_t next_ready_ = 0;          // ready_[next_ready_] is the next to start
+  int in_flight_ = -1;                  // the bucket whose all-reduce is running, or -1
   GradReducerStats stats_;
 };
 

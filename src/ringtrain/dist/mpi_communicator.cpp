@@ -37,6 +37,10 @@ void require_thread_multiple() {
   check_level(provided);
 }
 
+void prefer_shared_memory_copies() {
+  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", /*overwrite=*/0);
+}
+
 MpiSession::MpiSession(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -44,6 +48,7 @@ MpiSession::MpiSession(int* argc, char*** argv) {
     require_thread_multiple();
     return;
   }
+  prefer_shared_memory_copies();
   int provided = MPI_THREAD_SINGLE;
   check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) == MPI_SUCCESS,
         "MPI: MPI_Init_thread failed");
@@ -109,6 +114,50 @@ void MpiCommunicator::allreduce(T* data, std::size_t n, MPI_Datatype type, const
 void MpiCommunicator::allreduce_sum(float* data, std::size_t n) { allreduce(data, n, MPI_FLOAT, "float"); }
 void MpiCommunicator::allreduce_sum(double* data, std::size_t n) { allreduce(data, n, MPI_DOUBLE, "double"); }
 void MpiCommunicator::allreduce_sum(int64_t* data, std::size_t n) { allreduce(data, n, MPI_INT64_T, "int64"); }
+
+void MpiCommunicator::start_allreduce_sum(float* data, std::size_t n) {
+  check(!pending_guard_, "allreduce_sum: a non-blocking sum started before the previous one completed");
+  if (size_ == 1 || n == 0) return;
+  pending_guard_.emplace(watchdog_->arm("allreduce_sum (overlapped)", "float", n, allreduce_name(opt_.algorithm)));
+  if (opt_.algorithm == AllreduceAlgorithm::Ring) {
+    ring_->start(data, n);
+  } else if (n <= std::size_t(INT_MAX)) {
+    MPI_Iallreduce(MPI_IN_PLACE, data, int(n), MPI_FLOAT, MPI_SUM, comm_, &pending_mpi_);
+  } else {  // MPI counts are int: the long sum runs in pieces, all in wait_allreduce()
+    pending_data_ = data;
+    pending_n_ = n;
+  }
+}
+
+bool MpiCommunicator::test_allreduce() {
+  if (!pending_guard_) return true;
+  bool done = false;
+  if (opt_.algorithm == AllreduceAlgorithm::Ring) {
+    done = ring_->progress();
+  } else if (pending_mpi_ != MPI_REQUEST_NULL) {
+    int flag = 0;
+    MPI_Test(&pending_mpi_, &flag, MPI_STATUS_IGNORE);
+    done = flag != 0;
+  }
+  if (done) pending_guard_.reset();
+  return done;
+}
+
+void MpiCommunicator::wait_allreduce() {
+  if (!pending_guard_) return;
+  if (opt_.algorithm == AllreduceAlgorithm::Ring) {
+    ring_->finish();
+  } else if (pending_mpi_ != MPI_REQUEST_NULL) {
+    wait_request(&pending_mpi_);
+  } else {
+    pending_guard_.reset();  // allreduce() arms its own guard
+    float* data = pending_data_;
+    pending_data_ = nullptr;
+    allreduce(data, pending_n_, MPI_FLOAT, "float");
+    return;
+  }
+  pending_guard_.reset();
+}
 
 void MpiCommunicator::broadcast(void* data, std::size_t bytes, int root) {
   check(root >= 0 && root < size_, "broadcast: root " + std::to_string(root) + " is not a rank");

@@ -89,94 +89,120 @@ RingAllreduce::RingAllreduce(MPI_Comm comm, const RingOptions& opt) : comm_(comm
   check(opt_.segment_bytes > 0, "ring all-reduce: segment size must be positive");
 }
 
-template <typename T>
-void RingAllreduce::run_typed(T* data, std::size_t n, MPI_Datatype type) {
+int RingAllreduce::recv_chunk(int t) const {
   const int W = size_, r = rank_;
-  if (W == 1 || n == 0) return;
-  const std::size_t S = std::max<std::size_t>(1, opt_.segment_bytes / sizeof(T));  // elements a segment
-  const std::size_t max_chunk = (n + W - 1) / W;
-  const int K = int((max_chunk + S - 1) / S);  // most segments in a chunk
-  check(K <= 32767, "ring all-reduce: too many segments for MPI tags; raise the segment size");
-  if (scratch_.size() < max_chunk * sizeof(T)) scratch_.resize(max_chunk * sizeof(T));
-  T* tmp = reinterpret_cast<T*>(scratch_.data());
-
-  const int steps = 2 * (W - 1);
-  const int right = (r + 1) % W, left = (r + W - 1) % W;
-  sends_.assign(std::size_t(steps) * K, MPI_REQUEST_NULL);
-  recvs_.assign(std::size_t(steps) * K, MPI_REQUEST_NULL);
-  posted_.assign(std::size_t(steps) * K, 0);
-
-  auto mod = [W](int x) { return ((x % W) + W) % W; };
-  // Step t < W-1 is reduce-scatter step t, t >= W-1 is all-gather step t-(W-1).
-  auto recv_chunk = [&](int t) { return t < W - 1 ? mod(r - t - 1) : mod(r - (t - (W - 1))); };
-  // What a rank sends in step t is what it received (and, in reduce-scatter, reduced) in step t-1.
-  auto send_chunk = [&](int t) { return t == 0 ? r : recv_chunk(t - 1); };
-  auto segments = [&](int c) {
-    std::size_t len = ring_chunk_begin(n, W, c + 1) - ring_chunk_begin(n, W, c);
-    return int((len + S - 1) / S);
-  };
-  auto segment = [&](int c, int k, std::size_t& len) {
-    std::size_t b = ring_chunk_begin(n, W, c) + std::size_t(k) * S;
-    len = std::min(S, ring_chunk_begin(n, W, c + 1) - b);
-    return b;
-  };
-  // Tag = segment index: for one tag, the sender sends steps in order and the receiver posts them in
-  // order, so MPI's non-overtaking rule matches each message to its step.
-  auto post_send = [&](int t, int k) {
-    std::size_t len;
-    std::size_t b = segment(send_chunk(t), k, len);
-    MPI_Isend(data + b, int(len), type, right, k, comm_, &sends_[std::size_t(t) * K + k]);
-  };
-  auto post_recv = [&](int t, int k) {
-    std::size_t len;
-    std::size_t b = segment(recv_chunk(t), k, len);
-    T* dst = data + b;
-    if (t < W - 1) {
-      dst = tmp + std::size_t(k) * S;
-    } else {
-      // All-gather writes in place into the chunk this rank sent in reduce-scatter step t-(W-1):
-      // that send must be complete first.
-      wait_request(&sends_[std::size_t(t - (W - 1)) * K + k]);
-    }
-    MPI_Irecv(dst, int(len), type, left, k, comm_, &recvs_[std::size_t(t) * K + k]);
-    posted_[std::size_t(t) * K + k] = 1;
-  };
-
-  for (int k = 0, ns = segments(send_chunk(0)); k < ns; ++k) post_send(0, k);
-  for (int t = 0; t < steps; ++t) {
-    const int c = recv_chunk(t), ns = segments(c);
-    for (int k = 0; k < ns; ++k)
-      if (!posted_[std::size_t(t) * K + k]) post_recv(t, k);
-    const int next_ns = t + 1 < steps ? segments(recv_chunk(t + 1)) : 0;
-    for (int done = 0; done < ns; ++done) {
-      const int k = wait_any(ns, &recvs_[std::size_t(t) * K]);
-      check(k != MPI_UNDEFINED, "ring all-reduce: internal error (no request to wait for)");
-      if (t < W - 1) {
-        std::size_t len;
-        std::size_t b = segment(c, k, len);
-        T* __restrict dst = data + b;
-        const T* __restrict src = tmp + std::size_t(k) * S;
-        for (std::size_t i = 0; i < len; ++i) dst[i] += src[i];
-      }
-      if (t + 1 < steps) {
-        post_send(t + 1, k);  // forward the segment at once: this is the pipelining
-        if (k < next_ns) {
-          if (t + 1 < W - 1) {
-            post_recv(t + 1, k);  // its scratch slot is free again
-          } else {
-            int flag = 0;
-            MPI_Test(&sends_[std::size_t(t + 1 - (W - 1)) * K + k], &flag, MPI_STATUS_IGNORE);
-            if (flag) post_recv(t + 1, k);
-          }
-        }
-      }
-    }
-  }
-  wait_all(int(sends_.size()), sends_.data());
+  const int c = t < W - 1 ? r - t - 1 : r - (t - (W - 1));
+  return ((c % W) + W) % W;
 }
 
-template void RingAllreduce::run_typed<float>(float*, std::size_t, MPI_Datatype);
-template void RingAllreduce::run_typed<double>(double*, std::size_t, MPI_Datatype);
-template void RingAllreduce::run_typed<int64_t>(int64_t*, std::size_t, MPI_Datatype);
+int RingAllreduce::segments(int chunk) const {
+  const std::size_t len = ring_chunk_begin(n_, size_, chunk + 1) - ring_chunk_begin(n_, size_, chunk);
+  return int((len + S_ - 1) / S_);
+}
+
+std::size_t RingAllreduce::segment(int chunk, int k, std::size_t& len) const {
+  const std::size_t b = ring_chunk_begin(n_, size_, chunk) + std::size_t(k) * S_;
+  len = std::min(S_, ring_chunk_begin(n_, size_, chunk + 1) - b);
+  return b;
+}
+
+// Tag = segment index: for one tag, the sender sends steps in order and the receiver posts them in
+// order, so MPI's non-overtaking rule matches each message to its step.
+void RingAllreduce::post_send(int t, int k) {
+  std::size_t len;
+  const std::size_t b = segment(send_chunk(t), k, len);
+  MPI_Isend(data_ + b * elem_, int(len), type_, (rank_ + 1) % size_, k, comm_, &sends_[std::size_t(t) * K_ + k]);
+}
+
+void RingAllreduce::post_recv(int t, int k) {
+  std::size_t len;
+  const std::size_t b = segment(recv_chunk(t), k, len);
+  // Reduce-scatter receives into scratch (added on arrival); all-gather straight into place.
+  unsigned char* dst = t < size_ - 1 ? scratch_.data() + std::size_t(k) * S_ * elem_ : data_ + b * elem_;
+  MPI_Irecv(dst, int(len), type_, (rank_ + size_ - 1) % size_, k, comm_, &recvs_[std::size_t(t) * K_ + k]);
+  posted_[std::size_t(t) * K_ + k] = 1;
+}
+
+bool RingAllreduce::earlier_send_done(int t, int k, bool block) {
+  if (t < size_ - 1) return true;
+  MPI_Request* r = &sends_[std::size_t(t - (size_ - 1)) * K_ + k];
+  if (block) {
+    wait_request(r);
+    return true;
+  }
+  int flag = 0;
+  MPI_Test(r, &flag, MPI_STATUS_IGNORE);
+  return flag != 0;
+}
+
+void RingAllreduce::on_received(int t, int k) {
+  if (t < size_ - 1) {
+    std::size_t len;
+    const std::size_t b = segment(recv_chunk(t), k, len);
+    add_(data_ + b * elem_, scratch_.data() + std::size_t(k) * S_ * elem_, len);
+  }
+  if (t + 1 >= steps_) return;
+  post_send(t + 1, k);  // forward the segment at once: this is the pipelining
+  if (k < segments(recv_chunk(t + 1)) && earlier_send_done(t + 1, k, false)) post_recv(t + 1, k);
+}
+
+void RingAllreduce::start_typed(void* data, std::size_t n, MPI_Datatype type, std::size_t elem, AddFn add) {
+  check(!active_, "ring all-reduce: a second operation started before the first finished");
+  const int W = size_;
+  if (W == 1 || n == 0) return;
+  data_ = static_cast<unsigned char*>(data);
+  n_ = n;
+  elem_ = elem;
+  type_ = type;
+  add_ = add;
+  S_ = std::max<std::size_t>(1, opt_.segment_bytes / elem);
+  const std::size_t max_chunk = (n + W - 1) / W;
+  K_ = int((max_chunk + S_ - 1) / S_);  // most segments in a chunk
+  check(K_ <= 32767, "ring all-reduce: too many segments for MPI tags; raise the segment size");
+  if (scratch_.size() < max_chunk * elem) scratch_.resize(max_chunk * elem);
+  steps_ = 2 * (W - 1);
+  sends_.assign(std::size_t(steps_) * K_, MPI_REQUEST_NULL);
+  recvs_.assign(std::size_t(steps_) * K_, MPI_REQUEST_NULL);
+  posted_.assign(std::size_t(steps_) * K_, 0);
+  step_ = 0;
+  done_in_step_ = 0;
+  active_ = true;
+  for (int k = 0, ns = segments(send_chunk(0)); k < ns; ++k) post_send(0, k);
+  for (int k = 0, ns = segments(recv_chunk(0)); k < ns; ++k) post_recv(0, k);
+}
+
+bool RingAllreduce::advance(bool block) {
+  if (!active_) return true;
+  while (step_ < steps_) {
+    const int t = step_, ns = segments(recv_chunk(t));
+    for (int k = 0; k < ns; ++k)
+      if (!posted_[std::size_t(t) * K_ + k] && earlier_send_done(t, k, block)) post_recv(t, k);
+    MPI_Request* recvs = &recvs_[std::size_t(t) * K_];
+    while (done_in_step_ < ns) {
+      int k = MPI_UNDEFINED;
+      if (block) {
+        k = wait_any(ns, recvs);
+        check(k != MPI_UNDEFINED, "ring all-reduce: internal error (no request to wait for)");
+      } else {
+        int flag = 0;
+        MPI_Testany(ns, recvs, &k, &flag, MPI_STATUS_IGNORE);
+        if (!flag || k == MPI_UNDEFINED) return false;  // nothing arrived (or not all receives posted yet)
+      }
+      on_received(t, k);
+      ++done_in_step_;
+    }
+    ++step_;
+    done_in_step_ = 0;
+  }
+  if (block) {
+    wait_all(int(sends_.size()), sends_.data());
+  } else {
+    int flag = 0;
+    MPI_Testall(int(sends_.size()), sends_.data(), &flag, MPI_STATUSES_IGNORE);
+    if (!flag) return false;
+  }
+  active_ = false;
+  return true;
+}
 
 }  // namespace ringtrain::dist

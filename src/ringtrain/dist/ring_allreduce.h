@@ -52,14 +52,46 @@ class RingAllreduce {
  public:
   // comm is borrowed (not freed); one RingAllreduce must be used by one thread at a time.
   RingAllreduce(MPI_Comm comm, const RingOptions& opt = {});
-  // In-place sum over the ranks of comm.
-  void run(float* data, std::size_t n) { run_typed(data, n, MPI_FLOAT); }
-  void run(double* data, std::size_t n) { run_typed(data, n, MPI_DOUBLE); }
-  void run(int64_t* data, std::size_t n) { run_typed(data, n, MPI_INT64_T); }
+  // In-place sum over the ranks of comm (start + finish).
+  void run(float* data, std::size_t n) { start(data, n); finish(); }
+  void run(double* data, std::size_t n) { start(data, n); finish(); }
+  void run(int64_t* data, std::size_t n) { start(data, n); finish(); }
+
+  // The same sum, resumable: start() posts the first step and returns at once; progress() does whatever
+  // has arrived (receives, adds, forwards) without ever blocking and says whether the sum is complete;
+  // finish() blocks until it is. One operation at a time per object; the caller keeps `data` untouched
+  // until it is complete. The result bits do not depend on how the work was split between calls.
+  // (The GradReducer calls progress() between backward's layers, so one core both computes and
+  // communicates: Open MPI moves data only inside MPI calls.)
+  void start(float* data, std::size_t n) { start_typed(data, n, MPI_FLOAT, sizeof(float), &add_into<float>); }
+  void start(double* data, std::size_t n) { start_typed(data, n, MPI_DOUBLE, sizeof(double), &add_into<double>); }
+  void start(int64_t* data, std::size_t n) { start_typed(data, n, MPI_INT64_T, sizeof(int64_t), &add_into<int64_t>); }
+  bool progress() { return advance(false); }
+  void finish() { advance(true); }
+  bool active() const { return active_; }
 
  private:
+  using AddFn = void (*)(void* dst, const void* src, std::size_t n);
   template <typename T>
-  void run_typed(T* data, std::size_t n, MPI_Datatype type);
+  static void add_into(void* dst, const void* src, std::size_t n) {
+    T* __restrict d = static_cast<T*>(dst);
+    const T* __restrict s = static_cast<const T*>(src);
+    for (std::size_t i = 0; i < n; ++i) d[i] += s[i];
+  }
+  void start_typed(void* data, std::size_t n, MPI_Datatype type, std::size_t elem, AddFn add);
+  bool advance(bool block);  // true once complete
+  // Step t < W-1 is reduce-scatter step t, t >= W-1 is all-gather step t-(W-1).
+  int recv_chunk(int t) const;
+  // What a rank sends in step t is what it received (and, in reduce-scatter, reduced) in step t-1.
+  int send_chunk(int t) const { return t == 0 ? rank_ : recv_chunk(t - 1); }
+  int segments(int chunk) const;
+  std::size_t segment(int chunk, int k, std::size_t& len) const;  // first element, and length
+  void post_send(int t, int k);
+  void post_recv(int t, int k);
+  // The all-gather of step t writes into the chunk sent in reduce-scatter step t-(W-1): only once that
+  // send is complete. Blocks or tests; true when it is.
+  bool earlier_send_done(int t, int k, bool block);
+  void on_received(int t, int k);  // add (reduce-scatter), forward, post the next receive
 
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
@@ -67,6 +99,13 @@ class RingAllreduce {
   AlignedBuffer<unsigned char> scratch_;
   std::vector<MPI_Request> sends_, recvs_;
   std::vector<char> posted_;
+  // The operation in flight.
+  bool active_ = false;
+  unsigned char* data_ = nullptr;
+  std::size_t n_ = 0, elem_ = 0, S_ = 0;  // S_: elements a segment
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+  AddFn add_ = nullptr;
+  int K_ = 0, steps_ = 0, step_ = 0, done_in_step_ = 0;
 };
 
 }  // namespace ringtrain::dist

@@ -95,7 +95,7 @@ void Model::backward(const ops::KernelTable& k, const float* x, const float* dlo
       const float* in = i == 0 ? x : acts_[i - 1].data();
       float* din = i == 0 ? nullptr : spare[i % 2];
       layers_[i]->backward(k, params_, in, acts_[i].data(), dout, din, N);
-      if (on_grads_ready && !layers_[i]->param_indices().empty()) on_grads_ready(*layers_[i]);
+      if (on_grads_ready) on_grads_ready(*layers_[i]);
       dout = din;
     }
     return;
@@ -116,7 +116,10 @@ void Model::backward(const ops::KernelTable& k, const float* x, const float* dlo
       float* din = i == 0 ? nullptr : mine[i % 2];
       layers_[i]->backward_slice(k, params_, in, out, dout, din, s);
       dout = din;
-      if (layers_[i]->param_indices().empty()) continue;
+      if (layers_[i]->param_indices().empty()) {
+        if (t == 0 && on_grads_ready) on_grads_ready(*layers_[i]);
+        continue;
+      }
       if (t > 0) {
         done_[i].fetch_add(1, std::memory_order_release);  // workers never wait: on to the next layer
         continue;

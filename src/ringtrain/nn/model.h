@@ -36,7 +36,9 @@ class Model {
 
   // Runs the layers on x [N, input...]; returns the logits [N, num_classes()].
   const float* forward(const ops::KernelTable& k, const float* x, int N);
-  // Called after a layer has written its parameter gradients, last layer first.
+  // Called after each layer's backward, last layer first, once the layer's parameter gradients (if it has
+  // any) are written; for layers without parameters it is just a point between layers (the GradReducer
+  // moves its all-reduces on there).
   using GradReadyHook = std::function<void(const Layer& layer)>;
   // Backpropagates dlogits through the layers of the last forward (same x, same N).
   void backward(const ops::KernelTable& k, const float* x, const float* dlogits, int N,
