@@ -306,6 +306,7 @@ TEST(MpiSession, PrefersSharedMemoryCopiesUnlessTheUserChose) {
   setenv(name, "cma", 1);
   prefer_shared_memory_copies();
   EXPECT_STREQ(std::getenv(name), "cma") << "the user's choice was overwritten";
+  ASSERT_NE(std::getenv("OMPI_MCA_btl_vader_max_send_size"), nullptr);
   if (before) setenv(name, saved.c_str(), 1);
   else unsetenv(name);
 }

@@ -72,9 +72,10 @@ void GradReducer::start(int b) {
 }
 
 void GradReducer::average(int b) {
+  // A multiply (a third of a divide's cost here); the same bits as sum / W when W is a power of two.
   float* g = params_.grads() + buckets_[b].offset;
-  const float w = float(world_);
-  for (std::size_t i = 0, n = buckets_[b].count; i < n; ++i) g[i] /= w;
+  const float inv_w = 1.0f / float(world_);
+  for (std::size_t i = 0, n = buckets_[b].count; i < n; ++i) g[i] *= inv_w;
 }
 
 void GradReducer::pump() {

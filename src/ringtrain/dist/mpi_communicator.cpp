@@ -39,6 +39,8 @@ void require_thread_multiple() {
 
 void prefer_shared_memory_copies() {
   setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", /*overwrite=*/0);
+  // Fragments of up to 128 KiB (default 32 KiB): a 120 KiB ring step is one fragment, not four.
+  setenv("OMPI_MCA_btl_vader_max_send_size", "131072", /*overwrite=*/0);
 }
 
 MpiSession::MpiSession(int* argc, char*** argv) {
