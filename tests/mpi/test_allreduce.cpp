@@ -307,6 +307,7 @@ TEST(MpiSession, PrefersSharedMemoryCopiesUnlessTheUserChose) {
   prefer_shared_memory_copies();
   EXPECT_STREQ(std::getenv(name), "cma") << "the user's choice was overwritten";
   ASSERT_NE(std::getenv("OMPI_MCA_btl_vader_max_send_size"), nullptr);
+  ASSERT_NE(std::getenv("OMPI_MCA_btl_vader_eager_limit"), nullptr);
   if (before) setenv(name, saved.c_str(), 1);
   else unsetenv(name);
 }

@@ -39,8 +39,11 @@ void require_thread_multiple() {
 
 void prefer_shared_memory_copies() {
   setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", /*overwrite=*/0);
-  // Fragments of up to 128 KiB (default 32 KiB): a 120 KiB ring step is one fragment, not four.
+  // Fragments of up to 128 KiB (default 32 KiB), sent eagerly (default: up to 4 KiB, larger messages wait
+  // for the receiver's acknowledgement, which only comes back when both ranks are in an MPI call again):
+  // a 120 KiB ring step leaves with the send, in one fragment, while the sender goes on computing.
   setenv("OMPI_MCA_btl_vader_max_send_size", "131072", /*overwrite=*/0);
+  setenv("OMPI_MCA_btl_vader_eager_limit", "131072", /*overwrite=*/0);
 }
 
 MpiSession::MpiSession(int* argc, char*** argv) {

@@ -24,7 +24,7 @@ bool launched_by_mpi();
 
 // Before MPI_Init: asks Open MPI's shared-memory transport (btl vader) to copy messages through its
 // shared segment (copy-in, copy-out) instead of its default single copy by a cross-process syscall
-// (CMA, process_vm_readv), in fragments of up to 128 KiB instead of 32 KiB. For the 10-240 KiB
+// (CMA, process_vm_readv), in eager fragments of up to 128 KiB instead of 32 KiB. For the 10-240 KiB
 // gradient buckets of small models the syscall and page pinning cost more than the second copy: a
 // 240 KiB all-reduce on 2 ranks takes 15 us instead of 32 us and 2-rank training runs ~4% faster
 // (docs/BENCHMARKS.md, "Data parallelism"). Only where the user has not chosen (a variable already set,
