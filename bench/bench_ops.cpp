@@ -5,6 +5,7 @@
 //
 //   bench_ops [--batch 256] [Google Benchmark flags, e.g. --benchmark_filter=conv2]
 //   RINGTRAIN_ISA=avx2 bench_ops     (another kernel level; default: the best this CPU runs)
+//   bench_ops --precision bf16       (the kernels of another compute precision, ops/lowp.h; default fp32)
 //
 // Ends with the issue-3 comparison: the five convolution passes of a step (conv1 forward and
 // backward-weight, conv2 forward, backward-data and backward-weight), ringtrain vs oneDNN, as the
@@ -29,6 +30,7 @@
 #include "ringtrain/core/peak.h"
 #include "ringtrain/core/rng.h"
 #include "ringtrain/ops/kernels.h"
+#include "ringtrain/ops/lowp.h"
 #ifdef RINGTRAIN_HAVE_DNNL
 #include "ringtrain/ops/dnnl/conv_dnnl.h"
 #endif
@@ -126,12 +128,15 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 int main(int argc, char** argv) {
   setenv("OMP_NUM_THREADS", "1", 1);  // oneDNN (OpenMP build) on one thread, like ringtrain here
-  for (int i = 1; i + 1 < argc; ++i)
+  ops::Precision precision = ops::Precision::Fp32;
+  for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--batch") == 0) g_batch = std::atoi(argv[i + 1]);
-  g_k = &ops::kernels_for(ops::default_isa());
+    if (std::strcmp(argv[i], "--precision") == 0) precision = ops::parse_precision(argv[i + 1]);
+  }
+  g_k = &ops::kernels_for(ops::default_isa(), precision);
   g_peak = bench::fp32_peak_gflops();
-  std::printf("ringtrain kernels: %s, batch %d, one thread; measured fp32 peak of this core: %.1f GFLOP/s\n",
-              ops::isa_name(g_k->level), g_batch, g_peak);
+  std::printf("ringtrain kernels: %s %s, batch %d, one thread; measured fp32 peak of this core: %.1f GFLOP/s\n",
+              ops::isa_name(g_k->level), ops::precision_name(precision), g_batch, g_peak);
 
   static ConvData c1(conv1_shape()), c2(conv2_shape());
   const ops::KernelTable& k = *g_k;

@@ -92,7 +92,7 @@ std::string conv_name(const Conv2dShape& s) {
 }
 // LeNet's convolutions at batch 1, 3, 17, 33 (odd blocks of 16), odd and even channel counts (C even:
 // the forward pairs channels, else columns; K odd: the backward-data channel pairs get a zero partner),
-// 3x3 tiles, and shapes the bf16 tiles do not cover
+// 3x3 tiles, one input channel with other K, R, S and column tails, and shapes the bf16 tiles do not cover
 // (stride 2, a 4-wide kernel) that take the rounding fallback.
 std::vector<Conv2dShape> fused_shapes() {
   std::vector<Conv2dShape> out;
@@ -100,6 +100,11 @@ std::vector<Conv2dShape> fused_shapes() {
     out.push_back(conv(N, 1, 28, 28, 6, 5, 5, 1, 2));
     out.push_back(conv(N, 6, 14, 14, 16, 5, 5, 1, 0));
   }
+  // One input channel (the forward's kernel-row pairs): odd K, a 2-wide column tail, R != S, even R.
+  out.push_back(conv(3, 1, 12, 10, 5, 3, 3, 1, 1));
+  out.push_back(conv(17, 1, 10, 12, 4, 5, 3, 1, 1));
+  out.push_back(conv(2, 1, 8, 14, 7, 3, 5, 1, 1));
+  out.push_back(conv(5, 1, 9, 10, 2, 4, 3, 1, 1));
   out.push_back(conv(3, 3, 10, 12, 7, 3, 3, 1, 1));
   out.push_back(conv(3, 4, 10, 12, 5, 3, 3, 1, 1));  // even C: the forward's channel pairs, 3x3
   out.push_back(conv(17, 5, 22, 40, 3, 5, 5, 1, 1));

@@ -187,6 +187,121 @@ inline void pack_wc(u32a* WC, const float* weight, const Geo& g) {
               pair_bits(*g.w(weight, k, 2 * cp, r, s), *g.w(weight, k, 2 * cp + 1, r, s));
 }
 
+// ---- forward, one input channel (conv1): pairs of kernel rows -----------------------------------------
+// With C = 1 the reduction of an output is just its R x S taps. Column pairs take R * ceil(S/2) dot
+// products (15 for 5 x 5: every row's last pair has a zero partner); here kernel rows pair instead -
+// (r, r+1) for r = 0, 2, ..., S products each - and an odd last row takes column pairs: R/2 * S +
+// ceil(S/2) products (13 for 5 x 5). The row pairs read XR [Hp-1][Wp][L] = (x[h][w], x[h+1][w]), the
+// last row XW, the column-pair layout the backward keeps anyway.
+// XW [Hp][Wp][L] (x[h][w], x[h][w+1]) and XR (x[h][w], x[h+1][w]), 0 outside the image, straight from the
+// unpadded staging copy T [H][W][L] of the one channel (no padded fp32 copy).
+inline void make_pairs_c1(u32a* XW, u32a* XR, const float* T, const Geo& g) {
+  auto at = [&](int h, int w) -> R {
+    const int hh = h - g.pad, ww = w - g.pad;
+    return unsigned(hh) < unsigned(g.H) && unsigned(ww) < unsigned(g.W) ? V::load(T + (std::size_t(hh) * g.W + ww) * L)
+                                                                         : V::zero();
+  };
+  for (int h = 0; h < g.Hp; ++h) {
+    u32a* xw = XW + std::size_t(h) * g.Wp * L;
+    u32a* xr = XR + std::size_t(h) * g.Wp * L;
+    const bool down = h + 1 < g.Hp;
+    R cur = at(h, 0);
+    for (int w = 0; w < g.Wp; ++w) {
+      const R next = at(h, w + 1);
+      storeb(xw + std::size_t(w) * L, interleave(cur, next));
+      if (down) storeb(xr + std::size_t(w) * L, interleave(cur, at(h + 1, w)));
+      cur = next;
+    }
+  }
+}
+// W1 [K][c1_wk(g)]: R/2 * S row pairs (w[k][2rp][s], w[k][2rp+1][s]), then, when R is odd, ceil(S/2)
+// column pairs of the last row (w[k][R-1][2sp], w[k][R-1][2sp+1] or 0).
+inline std::size_t c1_wk(const Geo& g) { return std::size_t(g.R / 2) * g.S + (g.R % 2 ? (g.S + 1) / 2 : 0); }
+inline void pack_w_c1(u32a* W1, const float* weight, const Geo& g) {
+  const std::size_t wk = c1_wk(g);
+  for (int k = 0; k < g.K; ++k) {
+    u32a* o = W1 + std::size_t(k) * wk;
+    for (int rp = 0; rp < g.R / 2; ++rp)
+      for (int s = 0; s < g.S; ++s) *o++ = pair_bits(*g.w(weight, k, 0, 2 * rp, s), *g.w(weight, k, 0, 2 * rp + 1, s));
+    if (g.R % 2)
+      for (int sp = 0; sp < (g.S + 1) / 2; ++sp)
+        *o++ = pair_bits(*g.w(weight, k, 0, g.R - 1, 2 * sp), 2 * sp + 1 < g.S ? *g.w(weight, k, 0, g.R - 1, 2 * sp + 1) : 0.0f);
+  }
+}
+
+// One weight word per kb (broadcast), against QB input words of each of the two output rows.
+template <int KB, int QB>
+inline void c1_step(R (&acc)[KB][2][QB], const u32a* x0, const u32a* x1, const u32a* w, std::size_t wk) {
+  B wv[KB];
+  for (int kb = 0; kb < KB; ++kb) wv[kb] = bcastp(w + kb * wk);
+  B x[QB];
+  for (int qb = 0; qb < QB; ++qb) x[qb] = loadb(x0 + std::size_t(qb) * L);
+  for (int kb = 0; kb < KB; ++kb)
+    for (int qb = 0; qb < QB; ++qb) acc[kb][0][qb] = dp(acc[kb][0][qb], wv[kb], x[qb]);
+  for (int qb = 0; qb < QB; ++qb) x[qb] = loadb(x1 + std::size_t(qb) * L);
+  for (int kb = 0; kb < KB; ++kb)
+    for (int qb = 0; qb < QB; ++qb) acc[kb][1][qb] = dp(acc[kb][1][qb], wv[kb], x[qb]);
+}
+
+// Output rows p0, p0+1, channels k0.., columns q0..: row pair rp of output row p0+j reads XR row p0+j+2rp.
+template <int KB, int QB, int S>
+inline void fwd_tile_c1(const u32a* XR, const u32a* XW, const u32a* W1, const float* bias, const Geo& g, int k0,
+                        int p0, int q0, PoolEpi& epi) {
+  R acc[KB][2][QB];
+  for (int kb = 0; kb < KB; ++kb) {
+    const R b0 = V::set1(bias ? bias[k0 + kb] : 0.0f);
+    for (int row = 0; row < 2; ++row)
+      for (int qb = 0; qb < QB; ++qb) acc[kb][row][qb] = b0;
+  }
+  const std::size_t wk = c1_wk(g), xr = std::size_t(g.Wp) * L;
+  const u32a* w = W1 + std::size_t(k0) * wk;
+  const u32a* x = XR + (std::size_t(p0) * g.Wp + q0) * L;
+  for (int rp = 0; rp < g.R / 2; ++rp, x += 2 * xr, w += S)
+    for (int s = 0; s < S; ++s) c1_step<KB, QB>(acc, x + std::size_t(s) * L, x + xr + std::size_t(s) * L, w + s, wk);
+  if (g.R % 2) {
+    const u32a* xl = XW + (std::size_t(p0 + g.R - 1) * g.Wp + q0) * L;
+    for (int sp = 0; sp < (S + 1) / 2; ++sp)
+      c1_step<KB, QB>(acc, xl + std::size_t(2 * sp) * L, xl + xr + std::size_t(2 * sp) * L, w + sp, wk);
+  }
+  epi.template operator()<KB, 2, QB>(acc, k0, p0, q0);
+}
+
+// Tiles of 3 channels x 2 rows x 4 columns (24 accumulators; LeNet's K = 6 and Q = 28 leave no tails).
+template <int S>
+inline void fwd_pool_c1(float* Yp, float* codes, const u32a* XR, const u32a* XW, const u32a* W1, const float* bias,
+                        const Geo& g) {
+  PoolEpi epi{Yp, codes, g};
+  for (int p0 = 0; p0 + 2 <= g.P; p0 += 2)
+    blocks<3>(g.K, [&]<int KB>(int k0) {
+      blocks<4>(g.Q, [&]<int QB>(int q0) { fwd_tile_c1<KB, QB, S>(XR, XW, W1, bias, g, k0, p0, q0, epi); });
+    });
+}
+
+void crp_forward_c1(float* out, float* saved, const float* inp, const float* weight, const float* bias,
+                    const Conv2dShape& s) {
+  const Geo g(s);
+  const std::size_t t_floats = std::size_t(g.H) * g.W * L, xr_words = std::size_t(g.Hp - 1) * g.Wp * L;
+  const std::size_t w_words = std::size_t(g.K) * c1_wk(g);
+  float* T = thread_scratch(t_floats + xr_words + g.pooled_floats() + w_words);
+  u32a* XR = reinterpret_cast<u32a*>(T + t_floats);
+  float* Yp = reinterpret_cast<float*>(XR + xr_words);
+  u32a* W1 = reinterpret_cast<u32a*>(Yp + g.pooled_floats());
+  pack_w_c1(W1, weight, g);
+  for (int n0 = 0, b = 0; n0 < s.N; n0 += L, ++b) {
+    const int nv = std::min(L, s.N - n0);
+    float* blk = saved + std::size_t(b) * (g.x_floats() + g.pooled_floats());
+    u32a* XW = reinterpret_cast<u32a*>(blk);
+    float* codes = blk + g.x_floats();
+    to_blocked(T, inp, n0, nv, std::size_t(g.H) * g.W);
+    make_pairs_c1(XW, XR, T, g);
+    if (g.S == 5)
+      fwd_pool_c1<5>(Yp, codes, XR, XW, W1, bias, g);
+    else
+      fwd_pool_c1<3>(Yp, codes, XR, XW, W1, bias, g);
+    from_blocked(out, Yp, n0, nv, std::size_t(g.K) * (g.P / 2) * (g.Q / 2));
+  }
+}
+
 // Even C (conv2): the forward pairs channels - S instructions a kernel row instead of (S+1)/2 column
 // pairs with a zero partner in the last (2x rather than 5/3 for S = 5); the column-pair layout XW is
 // still made, for the backward. Odd C (conv1, C = 1) pairs columns.
@@ -194,6 +309,7 @@ void crp_forward(float* out, float* saved, const float* inp, const float* weight
                  const Conv2dShape& s) {
   if (!fast_conv(s))
     return rounding_kernels_for(IsaLevel::Avx512, Precision::Bf16).conv2d_relu_pool_forward(out, saved, inp, weight, bias, s);
+  if (s.C == 1) return crp_forward_c1(out, saved, inp, weight, bias, s);
   const Geo g(s);
   const bool chan = g.C % 2 == 0;
   const int SP = (g.S + 1) / 2;
