@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -219,6 +220,64 @@ TEST_P(LowpKernelTest, FusedConvRandomForwardWithinRoundingBound) {
     const double n = s.C * s.R * s.S + 2;
     expect_within("out vs twin", out, twin.out, mag.out, 0.0, magr.out, n);
     expect_within("out vs fp32", out, want.out, mag.out, 2 * uh() + uh() * uh(), magr.out, n);
+  }
+}
+
+// [N][F] <-> [N/16][F][16] (conv_pool.h: blocked activations).
+std::vector<float> to_blocks(const std::vector<float>& v, int N) {
+  const std::size_t F = v.size() / N;
+  std::vector<float> out(v.size());
+  for (int n = 0; n < N; ++n)
+    for (std::size_t f = 0; f < F; ++f) out[(std::size_t(n / 16) * F + f) * 16 + n % 16] = v[std::size_t(n) * F + f];
+  return out;
+}
+std::vector<float> from_blocks(const std::vector<float>& v, int N) {
+  const std::size_t F = v.size() / N;
+  std::vector<float> out(v.size());
+  for (int n = 0; n < N; ++n)
+    for (std::size_t f = 0; f < F; ++f) out[std::size_t(n) * F + f] = v[(std::size_t(n / 16) * F + f) * 16 + n % 16];
+  return out;
+}
+
+// A table that takes blocked activations gives the same bits with them as without, forward and backward,
+// for every combination of blocked input and output (padded and unpadded inputs, one and several channels).
+TEST_P(LowpKernelTest, FusedConvBlockedActivationsSameBits) {
+  if (!k().conv2d_relu_pool_blocked) GTEST_SKIP() << "this table takes no blocked activations";
+  Rng rng(13);
+  for (const Conv2dShape& base : {conv(32, 1, 28, 28, 6, 5, 5, 1, 2), conv(16, 6, 14, 14, 16, 5, 5, 1, 0),
+                                  conv(16, 4, 10, 12, 5, 3, 3, 1, 1), conv(16, 3, 10, 12, 7, 3, 3, 1, 1)}) {
+    SCOPED_TRACE(conv_name(base));
+    ASSERT_TRUE(k().conv2d_relu_pool_blocked(base));
+    Conv2dShape odd = base;
+    odd.N = 17;
+    EXPECT_FALSE(k().conv2d_relu_pool_blocked(odd)) << "a partial block cannot be blocked";
+    const int N = base.N;
+    auto x = random_vec(std::size_t(N) * base.C * base.H * base.W, rng);
+    auto w = random_vec(std::size_t(base.K) * base.C * base.R * base.S, rng);
+    auto b = random_vec(base.K, rng);
+    const std::size_t outn = std::size_t(N) * base.K * (base.P() / 2) * (base.Q() / 2);
+    auto dy = random_vec(outn, rng);
+    std::vector<float> saved(k().conv2d_relu_pool_saved(base));
+    std::vector<float> out(outn), dx(x.size()), dw(w.size()), db(b.size());
+    k().conv2d_relu_pool_forward(out.data(), saved.data(), x.data(), w.data(), b.data(), base);
+    k().conv2d_relu_pool_backward(dx.data(), dw.data(), db.data(), dy.data(), saved.data(), w.data(), base);
+    for (int mode = 1; mode < 4; ++mode) {
+      Conv2dShape s = base;
+      s.in_blocked = mode & 1, s.out_blocked = mode & 2;
+      SCOPED_TRACE(mode);
+      const auto xin = s.in_blocked ? to_blocks(x, N) : x;
+      const auto dyin = s.out_blocked ? to_blocks(dy, N) : dy;
+      std::vector<float> out2(outn, NAN), dx2(x.size(), NAN), dw2(w.size(), NAN), db2(b.size(), NAN);
+      std::vector<float> saved2(saved.size(), NAN);
+      k().conv2d_relu_pool_forward(out2.data(), saved2.data(), xin.data(), w.data(), b.data(), s);
+      k().conv2d_relu_pool_backward(dx2.data(), dw2.data(), db2.data(), dyin.data(), saved2.data(), w.data(), s);
+      if (s.out_blocked) out2 = from_blocks(out2, N);
+      if (s.in_blocked) dx2 = from_blocks(dx2, N);
+      EXPECT_EQ(0, std::memcmp(out2.data(), out.data(), out.size() * 4)) << "out";
+      EXPECT_EQ(0, std::memcmp(dx2.data(), dx.data(), dx.size() * 4)) << "dinp";
+      EXPECT_EQ(0, std::memcmp(dw2.data(), dw.data(), dw.size() * 4)) << "dweight";
+      EXPECT_EQ(0, std::memcmp(db2.data(), db.data(), db.size() * 4)) << "dbias";
+    }
   }
 }
 

@@ -21,6 +21,23 @@ Shape Conv2dReluPool::configure(const Shape& in) {
 
 ops::Conv2dShape Conv2dReluPool::shape(int N) const { return with_batch(shape_, N); }
 
+void Conv2dReluPool::chain_to(Conv2dReluPool& next) {
+  next_ = &next;
+  next.prev_ = this;
+}
+
+bool Conv2dReluPool::blocked_out(const ops::KernelTable& k, int N) const {
+  return next_ && k.conv2d_relu_pool_forward && k.conv2d_relu_pool_blocked && k.conv2d_relu_pool_blocked(shape(N)) &&
+         k.conv2d_relu_pool_blocked(next_->shape(N));
+}
+
+ops::Conv2dShape Conv2dReluPool::fused_shape(const ops::KernelTable& k, int N) const {
+  ops::Conv2dShape s = shape(N);
+  s.in_blocked = blocked_in(k, N);
+  s.out_blocked = blocked_out(k, N);
+  return s;
+}
+
 std::size_t Conv2dReluPool::saved_offset(const ops::KernelTable& k, int N, int t) const {
   std::size_t off = 0;
   for (int u = 0; u < t; ++u) {
@@ -76,7 +93,7 @@ void Conv2dReluPool::forward_slice(const ops::KernelTable& k, ParameterSet& p, c
   const ops::Conv2dShape s = shape(sl.size());
   if (k.conv2d_relu_pool_forward) {
     k.conv2d_relu_pool_forward(out, saved_.data() + saved_offset(k, sl.N, sl.t), in,
-                               weight, bias, s);
+                               weight, bias, fused_shape(k, sl.size()));
     return;
   }
   float* pre = pre_.data() + sl.n0 * pre_per;
@@ -102,7 +119,7 @@ void Conv2dReluPool::backward_slice(const ops::KernelTable& k, ParameterSet& p, 
   const ops::Conv2dShape s = shape(sl.size());
   if (k.conv2d_relu_pool_backward) {
     k.conv2d_relu_pool_backward(din, dweight, dbias, dout,
-                                saved_.data() + saved_offset(k, sl.N, sl.t), weight, s);
+                                saved_.data() + saved_offset(k, sl.N, sl.t), weight, fused_shape(k, sl.size()));
     return;
   }
   float* dact = dact_.data() + sl.n0 * pre_per;

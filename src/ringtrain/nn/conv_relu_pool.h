@@ -29,12 +29,25 @@ class Conv2dReluPool : public Layer {
                       float* din, const Slice& s) override;
   void reduce_grads(ParameterSet& p) override;
   ops::Conv2dShape shape(int N) const;
+  // Declares that this layer's output is `next`'s input and nothing else reads it (LeNet's conv1 -> conv2):
+  // where the kernel table takes blocked activations for both shapes (KernelTable::conv2d_relu_pool_blocked,
+  // ops/conv_pool.h), that activation and its gradient stay in the kernels' blocked layout - no transposes
+  // out of one kernel and back into the next. Same values either way. next must outlive this layer.
+  void chain_to(Conv2dReluPool& next);
 
  private:
+  // Whether the activation to next_ (from prev_) is blocked for a batch (slice) of N with table k.
+  bool blocked_out(const ops::KernelTable& k, int N) const;
+  bool blocked_in(const ops::KernelTable& k, int N) const { return prev_ && prev_->blocked_out(k, N); }
+  // The shape the fused kernels get: shape(N) with the blocked flags.
+  ops::Conv2dShape fused_shape(const ops::KernelTable& k, int N) const;
+
   // The fused kernels' saved state for slice t of a batch of N (offset and size, in floats).
   std::size_t saved_offset(const ops::KernelTable& k, int N, int t) const;
 
   ops::Conv2dShape shape_;
+  Conv2dReluPool* next_ = nullptr;
+  const Conv2dReluPool* prev_ = nullptr;
   int max_batch_ = 0;
   AlignedBuffer<float> saved_;  // fused path
   GradPartials partials_;

@@ -9,6 +9,10 @@ struct Conv2dShape {
   int N = 1, C = 1, H = 1, W = 1;  // input
   int K = 1, R = 1, S = 1;          // output channels, kernel height, kernel width
   int stride = 1, pad = 0;
+  // Blocked activations (conv_pool.h; fused passes of tables with conv2d_relu_pool_blocked only): the input and
+  // its gradient (in_blocked), the output and its gradient (out_blocked) as [N/16][features][16] - sixteen
+  // samples side by side - instead of [N][features].
+  bool in_blocked = false, out_blocked = false;
   int P() const { return (H + 2 * pad - R) / stride + 1; }
   int Q() const { return (W + 2 * pad - S) / stride + 1; }
   // Multiply-adds of one pass (forward, backward-data and backward-weight each cost this).

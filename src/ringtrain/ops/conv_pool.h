@@ -7,6 +7,11 @@
 // passes no gradient: exactly relu_backward(maxpool2d_backward(dout)) of the unfused reference ops.
 // There is no reference kernel of its own: the oracle is the composition of ref:: conv2d, relu and
 // maxpool2d (tests/test_kernels.cpp), which nn::Conv2dReluPool also runs when a table has no fused entry.
+//
+// Blocked activations: a table whose conv2d_relu_pool_blocked(s) is true for a shape also takes s.in_blocked /
+// s.out_blocked there: that tensor (and its gradient) is [N/16][features][16], the kernels' own layout, so
+// two fused layers in a row (LeNet's conv1 -> conv2) hand their activation over without transposing it out
+// and back (nn::Conv2dReluPool::chain_to). Same values, same bits as the [N][features] layout.
 #pragma once
 #include <cstddef>
 

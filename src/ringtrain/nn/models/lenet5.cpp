@@ -12,8 +12,11 @@ std::unique_ptr<Model> make_lenet5() {
   LayerList layers;
   // conv -> ReLU -> max-pool as one fused layer each (nn/conv_relu_pool.h): same parameters and names
   // as Conv2d, one pass over memory with the fast kernels, the reference composition with ref kernels.
-  layers.push_back(std::make_unique<Conv2dReluPool>("conv1", 1, 6, 5, 1, 2));
-  layers.push_back(std::make_unique<Conv2dReluPool>("conv2", 6, 16, 5, 1, 0));
+  auto conv1 = std::make_unique<Conv2dReluPool>("conv1", 1, 6, 5, 1, 2);
+  auto conv2 = std::make_unique<Conv2dReluPool>("conv2", 6, 16, 5, 1, 0);
+  conv1->chain_to(*conv2);  // conv1's output is conv2's input only: blocked where the kernels take it
+  layers.push_back(std::move(conv1));
+  layers.push_back(std::move(conv2));
   layers.push_back(std::make_unique<Linear>("fc1", 400, 120));
   layers.push_back(std::make_unique<ReLU>("relu3"));
   layers.push_back(std::make_unique<Linear>("fc2", 120, 84));
@@ -24,8 +27,11 @@ std::unique_ptr<Model> make_lenet5() {
 
 std::unique_ptr<Model> make_lenet5_tp(TensorGroup& tp) {
   LayerList layers;
-  layers.push_back(std::make_unique<Conv2dReluPool>("conv1", 1, 6, 5, 1, 2));
-  layers.push_back(std::make_unique<Conv2dReluPool>("conv2", 6, 16, 5, 1, 0));
+  auto conv1 = std::make_unique<Conv2dReluPool>("conv1", 1, 6, 5, 1, 2);
+  auto conv2 = std::make_unique<Conv2dReluPool>("conv2", 6, 16, 5, 1, 0);
+  conv1->chain_to(*conv2);  // conv1's output is conv2's input only: blocked where the kernels take it
+  layers.push_back(std::move(conv1));
+  layers.push_back(std::move(conv2));
   layers.push_back(std::make_unique<ColumnParallelLinear>("fc1", 400, 120, tp));
   layers.push_back(std::make_unique<ReLU>("relu3"));
   layers.push_back(std::make_unique<RowParallelLinear>("fc2", 120, 84, tp));

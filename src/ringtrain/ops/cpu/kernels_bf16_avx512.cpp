@@ -20,6 +20,7 @@
 #include <cstring>
 #include <utility>
 
+#include "ringtrain/core/error.h"
 #include "ringtrain/core/half.h"
 #include "ringtrain/ops/cpu/bf16_tables.h"
 #include "ringtrain/ops/cpu/scratch.h"
@@ -67,6 +68,25 @@ using f32a = float __attribute__((may_alias));
 inline B bcastp(const u32a* p) { return _mm512_castps_si512(_mm512_set1_ps(*reinterpret_cast<const f32a*>(p))); }
 
 bool fast_conv(const Conv2dShape& s) { return s.stride == 1 && (s.S == 5 || s.S == 3) && s.P() % 2 == 0 && s.Q() % 2 == 0; }
+// Blocked activations (conv_pool.h): the tiled shapes, in whole blocks of L samples.
+bool crp_blocked(const Conv2dShape& s) { return fast_conv(s) && s.N % L == 0; }
+inline bool any_blocked(const Conv2dShape& s) { return s.in_blocked || s.out_blocked; }
+
+// X [C][Hp][Wp][L] from a block of unpadded blocked input [C][H][W][L] (zero border).
+inline void pad_block(float* X, const float* src, const Geo& g) {
+  std::memset(X, 0, g.x_floats() * sizeof(float));
+  for (int c = 0; c < g.C; ++c)
+    for (int h = 0; h < g.H; ++h)
+      std::memcpy(X + ((std::size_t(c) * g.Hp + h + g.pad) * g.Wp + g.pad) * L, src + (std::size_t(c) * g.H + h) * g.W * L,
+                  std::size_t(g.W) * L * sizeof(float));
+}
+// The interior of DX [C][Hp][Wp][L] into a block of unpadded blocked dinp [C][H][W][L].
+inline void unpad_block(float* dst, const float* DX, const Geo& g) {
+  for (int c = 0; c < g.C; ++c)
+    for (int h = 0; h < g.H; ++h)
+      std::memcpy(dst + (std::size_t(c) * g.H + h) * g.W * L, DX + ((std::size_t(c) * g.Hp + h + g.pad) * g.Wp + g.pad) * L,
+                  std::size_t(g.W) * L * sizeof(float));
+}
 
 // ---- layouts ----------------------------------------------------------------------------------------
 // XW [C][Hp][Wp][L] pairs (x[w], x[w+1]) (0 past the row end) from X [C][Hp][Wp][L] fp32.
@@ -114,6 +134,37 @@ inline void q_blocks(int Q, F&& f) {
     blocks<6>(Q, f);
 }
 
+// Pool codes (pool4: 0..3 the winner, 4 no gradient) as one byte a sample: a quarter of the fp32 kernel's
+// float codes, so the saved state the backward reads back - from memory, a whole forward and backward
+// later - is that much smaller.
+using u8 = uint8_t;
+inline void store_codes(u8* p, R code) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(code))); }
+inline R load_codes(const u8* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+// PoolEpi (kernels_impl.inc) with byte codes: Yp [K][P/2][Q/2][L] floats, codes [K][P/2][Q/2][L] bytes.
+struct PoolEpiB {
+  float* Yp;
+  u8* codes;
+  const Geo& g;
+  template <int KB, int ROWS, int QB>
+  void operator()(R (&acc)[KB][ROWS][QB], int k0, int p0, int q0) {
+    static_assert(ROWS == 2);
+    const int P2 = g.P / 2, Q2 = g.Q / 2;
+    for (int kb = 0; kb < KB; ++kb)
+      for (int j = 0; j < QB / 2; ++j) {
+        R out, code;
+        pool4(acc[kb][0][2 * j], acc[kb][0][2 * j + 1], acc[kb][1][2 * j], acc[kb][1][2 * j + 1], out, code);
+        const std::size_t at = ((std::size_t(k0 + kb) * P2 + p0 / 2) * Q2 + q0 / 2 + j) * L;
+        V::store(Yp + at, out);
+        store_codes(codes + at, code);
+      }
+  }
+};
+// saved, per block of L samples: XW [C][Hp][Wp][L] pair words (as many 32-bit words as the fp32 kernel's X
+// floats) then the byte codes: less than the fp32 kernel's size, so the layer's reservation fits.
+inline std::size_t saved_block_floats(const Geo& g) { return g.x_floats() + g.pooled_floats() / 4; }
+
 // ---- forward: conv + bias + ReLU + pool, two rows of outputs a tile ---------------------------------
 // Input row p0+rr feeds output row `row` through kernel row rr - row; rows [ROW_LO, ROW_HI) are valid for
 // rr, decided at compile time (a runtime row index would put the accumulators on the stack).
@@ -135,7 +186,7 @@ inline void fwd_rows_bf16(R (&acc)[KB][2][QB], const u32a* xrow, const u32a* wc,
 // CX channel slots (C for column pairs, C/2 for channel pairs); WF [K][CX][R][SP].
 template <int KB, int QB, int SP, int SSTEP>
 inline void fwd_tile_bf16(const u32a* XW, const u32a* WF, const float* bias, const Geo& g, int CX, int k0, int p0,
-                          int q0, PoolEpi& epi) {
+                          int q0, PoolEpiB& epi) {
   R acc[KB][2][QB];
   for (int kb = 0; kb < KB; ++kb) {
     const R b0 = V::set1(bias ? bias[k0 + kb] : 0.0f);
@@ -154,20 +205,20 @@ inline void fwd_tile_bf16(const u32a* XW, const u32a* WF, const float* bias, con
 }
 
 template <int SP, int SSTEP>
-inline void fwd_pool_bf16(float* Yp, float* codes, const u32a* XW, const u32a* WF, const float* bias, const Geo& g,
+inline void fwd_pool_bf16(float* Yp, u8* codes, const u32a* XW, const u32a* WF, const float* bias, const Geo& g,
                           int CX) {
-  PoolEpi epi{Yp, codes, g};
+  PoolEpiB epi{Yp, codes, g};
   for (int p0 = 0; p0 + 2 <= g.P; p0 += 2)
     blocks<Cfg::fwd_kb>(g.K, [&]<int KB>(int k0) {
       q_blocks(g.Q, [&]<int QB>(int q0) { fwd_tile_bf16<KB, QB, SP, SSTEP>(XW, WF, bias, g, CX, k0, p0, q0, epi); });
     });
 }
 
-// saved, per block of L samples: XW [C][Hp][Wp][L] pair words (as many 32-bit words as the fp32 kernel's
-// X floats) then codes [K][P/2][Q/2][L]: the fp32 kernel's size, so the layer's reservation fits.
+// saved: saved_block_floats a block of L samples.
 std::size_t crp_saved(const Conv2dShape& s) {
+  if (!fast_conv(s)) return rounding_kernels_for(IsaLevel::Avx512, Precision::Bf16).conv2d_relu_pool_saved(s);
   const Geo g(s);
-  return std::size_t(blocks_of(s.N)) * (g.x_floats() + g.pooled_floats());
+  return std::size_t(blocks_of(s.N)) * saved_block_floats(g);
 }
 
 // XC [C/2][Hp][Wp][L] channel pairs (x[2cp], x[2cp+1]) from X [C][Hp][Wp][L] fp32 (C even).
@@ -246,7 +297,7 @@ inline void c1_step(R (&acc)[KB][2][QB], const u32a* x0, const u32a* x1, const u
 // Output rows p0, p0+1, channels k0.., columns q0..: row pair rp of output row p0+j reads XR row p0+j+2rp.
 template <int KB, int QB, int S>
 inline void fwd_tile_c1(const u32a* XR, const u32a* XW, const u32a* W1, const float* bias, const Geo& g, int k0,
-                        int p0, int q0, PoolEpi& epi) {
+                        int p0, int q0, PoolEpiB& epi) {
   R acc[KB][2][QB];
   for (int kb = 0; kb < KB; ++kb) {
     const R b0 = V::set1(bias ? bias[k0 + kb] : 0.0f);
@@ -270,9 +321,9 @@ inline void fwd_tile_c1(const u32a* XR, const u32a* XW, const u32a* W1, const fl
 // batch 256): 197 us against 254 us for 3 x 2 x 4 and 262 us for 2 x 2 x 6 - g++ spills the 24-accumulator
 // tiles here (31 live registers), and the pool epilogue of a small tile costs no more per output.
 template <int S>
-inline void fwd_pool_c1(float* Yp, float* codes, const u32a* XR, const u32a* XW, const u32a* W1, const float* bias,
+inline void fwd_pool_c1(float* Yp, u8* codes, const u32a* XR, const u32a* XW, const u32a* W1, const float* bias,
                         const Geo& g) {
-  PoolEpi epi{Yp, codes, g};
+  PoolEpiB epi{Yp, codes, g};
   for (int p0 = 0; p0 + 2 <= g.P; p0 += 2)
     blocks<3>(g.K, [&]<int KB>(int k0) {
       blocks<2>(g.Q, [&]<int QB>(int q0) { fwd_tile_c1<KB, QB, S>(XR, XW, W1, bias, g, k0, p0, q0, epi); });
@@ -291,16 +342,22 @@ void crp_forward_c1(float* out, float* saved, const float* inp, const float* wei
   pack_w_c1(W1, weight, g);
   for (int n0 = 0, b = 0; n0 < s.N; n0 += L, ++b) {
     const int nv = std::min(L, s.N - n0);
-    float* blk = saved + std::size_t(b) * (g.x_floats() + g.pooled_floats());
+    float* blk = saved + std::size_t(b) * saved_block_floats(g);
     u32a* XW = reinterpret_cast<u32a*>(blk);
-    float* codes = blk + g.x_floats();
-    to_blocked(T, inp, n0, nv, std::size_t(g.H) * g.W);
-    make_pairs_c1(XW, XR, T, g);
-    if (g.S == 5)
-      fwd_pool_c1<5>(Yp, codes, XR, XW, W1, bias, g);
+    u8* codes = reinterpret_cast<u8*>(blk + g.x_floats());
+    const std::size_t fi = std::size_t(g.H) * g.W, fo = std::size_t(g.K) * (g.P / 2) * (g.Q / 2);
+    const float* Tb = T;
+    if (s.in_blocked)
+      Tb = inp + std::size_t(n0) * fi;
     else
-      fwd_pool_c1<3>(Yp, codes, XR, XW, W1, bias, g);
-    from_blocked(out, Yp, n0, nv, std::size_t(g.K) * (g.P / 2) * (g.Q / 2));
+      to_blocked(T, inp, n0, nv, fi);
+    make_pairs_c1(XW, XR, Tb, g);
+    float* Yb = s.out_blocked ? out + std::size_t(n0) * fo : Yp;  // blocked: the kernel's own layout, in place
+    if (g.S == 5)
+      fwd_pool_c1<5>(Yb, codes, XR, XW, W1, bias, g);
+    else
+      fwd_pool_c1<3>(Yb, codes, XR, XW, W1, bias, g);
+    if (!s.out_blocked) from_blocked(out, Yp, n0, nv, fo);
   }
 }
 
@@ -309,6 +366,7 @@ void crp_forward_c1(float* out, float* saved, const float* inp, const float* wei
 // still made, for the backward. Odd C (conv1, C = 1) pairs columns.
 void crp_forward(float* out, float* saved, const float* inp, const float* weight, const float* bias,
                  const Conv2dShape& s) {
+  check(!any_blocked(s) || crp_blocked(s), "bf16 conv+ReLU+pool: blocked activations for a shape that cannot take them");
   if (!fast_conv(s))
     return rounding_kernels_for(IsaLevel::Avx512, Precision::Bf16).conv2d_relu_pool_forward(out, saved, inp, weight, bias, s);
   if (s.C == 1) return crp_forward_c1(out, saved, inp, weight, bias, s);
@@ -328,23 +386,31 @@ void crp_forward(float* out, float* saved, const float* inp, const float* weight
     pack_wf(WF, weight, g, SP);
   for (int n0 = 0, b = 0; n0 < s.N; n0 += L, ++b) {
     const int nv = std::min(L, s.N - n0);
-    float* blk = saved + std::size_t(b) * (g.x_floats() + g.pooled_floats());
+    float* blk = saved + std::size_t(b) * saved_block_floats(g);
     u32a* XW = reinterpret_cast<u32a*>(blk);
-    float* codes = blk + g.x_floats();
-    to_blocked_input(X, tmp, inp, n0, nv, g);
-    make_xw(XW, X, g);
+    u8* codes = reinterpret_cast<u8*>(blk + g.x_floats());
+    const std::size_t fo = std::size_t(g.K) * (g.P / 2) * (g.Q / 2);
+    const float* Xb = X;
+    if (!s.in_blocked)
+      to_blocked_input(X, tmp, inp, n0, nv, g);
+    else if (g.pad)
+      pad_block(X, inp + std::size_t(n0) * g.C * g.H * g.W, g);
+    else
+      Xb = inp + std::size_t(n0) * g.C * g.H * g.W;  // already [C][H][W][L]
+    float* Yb = s.out_blocked ? out + std::size_t(n0) * fo : Yp;
+    make_xw(XW, Xb, g);
     if (chan) {
-      make_xc(XC, X, g);
+      make_xc(XC, Xb, g);
       if (g.S == 5)
-        fwd_pool_bf16<5, 1>(Yp, codes, XC, WF, bias, g, g.C / 2);
+        fwd_pool_bf16<5, 1>(Yb, codes, XC, WF, bias, g, g.C / 2);
       else
-        fwd_pool_bf16<3, 1>(Yp, codes, XC, WF, bias, g, g.C / 2);
+        fwd_pool_bf16<3, 1>(Yb, codes, XC, WF, bias, g, g.C / 2);
     } else if (SP == 3) {
-      fwd_pool_bf16<3, 2>(Yp, codes, XW, WF, bias, g, g.C);
+      fwd_pool_bf16<3, 2>(Yb, codes, XW, WF, bias, g, g.C);
     } else {
-      fwd_pool_bf16<2, 2>(Yp, codes, XW, WF, bias, g, g.C);
+      fwd_pool_bf16<2, 2>(Yb, codes, XW, WF, bias, g, g.C);
     }
-    from_blocked(out, Yp, n0, nv, std::size_t(g.K) * (g.P / 2) * (g.Q / 2));
+    if (!s.out_blocked) from_blocked(out, Yp, n0, nv, fo);
   }
 }
 
@@ -441,7 +507,7 @@ inline void bwd_data_bf16(float* DX, const u32a* DK, const u32a* WK, const Geo& 
 // into the pair layouts without the unpooled fp32 copy: a window (2 x 2 at 2p2, 2q2) fills DQ[k][2p2][q2]
 // with its top pair and DQ[k][2p2+1][q2] with its bottom pair; DK (when not null) pairs channels 2kp, 2kp+1
 // at every position. dBl += the gradient that passed (code < 4).
-inline void unpool_pairs(u32a* DQ, u32a* DK, float* dBl, const float* dP, const float* codes, const Geo& g) {
+inline void unpool_pairs(u32a* DQ, u32a* DK, float* dBl, const float* dP, const u8* codes, const Geo& g) {
   const int P2 = g.P / 2, Q2 = g.Q / 2;
   const R four = V::set1(4.0f), zero = V::zero();
   const R pos[4] = {V::zero(), V::set1(1.0f), V::set1(2.0f), V::set1(3.0f)};
@@ -451,7 +517,7 @@ inline void unpool_pairs(u32a* DQ, u32a* DK, float* dBl, const float* dP, const 
     for (int p = 0; p < P2; ++p)
       for (int q = 0; q < Q2; ++q) {
         const std::size_t at = ((std::size_t(k) * P2 + p) * Q2 + q) * L;
-        const R d = V::load(dP + at), code = V::load(codes + at);
+        const R d = V::load(dP + at), code = load_codes(codes + at);
         const R v0 = V::select_eq(code, pos[0], d, zero), v1 = V::select_eq(code, pos[1], d, zero);
         const R v2 = V::select_eq(code, pos[2], d, zero), v3 = V::select_eq(code, pos[3], d, zero);
         storeb(DQ + ((std::size_t(k) * g.P + 2 * p) * Q2 + q) * L, interleave(v0, v1));
@@ -482,6 +548,7 @@ inline void unpool_pairs(u32a* DQ, u32a* DK, float* dBl, const float* dP, const 
 
 void crp_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* saved, const float* weight,
                   const Conv2dShape& s) {
+  check(!any_blocked(s) || crp_blocked(s), "bf16 conv+ReLU+pool: blocked activations for a shape that cannot take them");
   if (!fast_conv(s))
     return rounding_kernels_for(IsaLevel::Avx512, Precision::Bf16)
         .conv2d_relu_pool_backward(dinp, dweight, dbias, dout, saved, weight, s);
@@ -503,23 +570,33 @@ void crp_backward(float* dinp, float* dweight, float* dbias, const float* dout, 
   if (dinp) pack_wk(WK, weight, g);
   for (int n0 = 0, b = 0; n0 < s.N; n0 += L, ++b) {
     const int nv = std::min(L, s.N - n0);
-    const float* blk = saved + std::size_t(b) * (g.x_floats() + g.pooled_floats());
+    const float* blk = saved + std::size_t(b) * saved_block_floats(g);
     const u32a* XW = reinterpret_cast<const u32a*>(blk);
-    const float* codes = blk + g.x_floats();
+    const u8* codes = reinterpret_cast<const u8*>(blk + g.x_floats());
     const std::size_t pooled = std::size_t(g.K) * (g.P / 2) * (g.Q / 2);
-    to_blocked(dP, dout, n0, nv, pooled);
-    round_bf16(dP, dP, pooled * L);  // dout is an operand: bf16 (so dbias sums the same values)
+    // dout is an operand: bf16 (so dbias sums the same values)
+    if (s.out_blocked) {
+      round_bf16(dP, dout + std::size_t(n0) * pooled, pooled * L);
+    } else {
+      to_blocked(dP, dout, n0, nv, pooled);
+      round_bf16(dP, dP, pooled * L);
+    }
     unpool_pairs(DQ, dinp ? DK : nullptr, dBl, dP, codes, g);
     if (g.S == 5)
       bwd_weight_bf16<5>(dWl, DQ, XW, g);
     else
       bwd_weight_bf16<3>(dWl, DQ, XW, g);
     if (dinp) {
+      const std::size_t fi = std::size_t(g.C) * g.H * g.W;
+      float* DXb = s.in_blocked && !g.pad ? dinp + std::size_t(n0) * fi : DX;  // blocked, unpadded: in place
       if (g.S == 5)
-        bwd_data_bf16<5>(DX, DK, WK, g);
+        bwd_data_bf16<5>(DXb, DK, WK, g);
       else
-        bwd_data_bf16<3>(DX, DK, WK, g);
-      from_blocked_input(dinp, tmp, DX, n0, nv, g);
+        bwd_data_bf16<3>(DXb, DK, WK, g);
+      if (!s.in_blocked)
+        from_blocked_input(dinp, tmp, DX, n0, nv, g);
+      else if (g.pad)
+        unpad_block(dinp + std::size_t(n0) * fi, DX, g);
     }
   }
   reduce_lanes(dweight, dWl, g.w_floats());
@@ -678,6 +755,7 @@ void fill_bf16_avx512(KernelTable& t) {
   t.conv2d_relu_pool_saved = crp_saved;
   t.conv2d_relu_pool_forward = crp_forward;
   t.conv2d_relu_pool_backward = crp_backward;
+  t.conv2d_relu_pool_blocked = crp_blocked;
   t.linear_forward = lin_forward;
   t.linear_backward = lin_backward;
 }
