@@ -736,11 +736,12 @@ void lin_backward(float* dinp, float* dweight, float* dbias, const float* dout, 
   transpose_words(A2, NP, tmp, NP, ldo);  // rows o >= O of the transpose are never read
   pack_rows_interleaved(B2, ldi, inp, s.N, s.I, s.I);
   gemm_bf16(s.O, s.I, NP, A2, NP, B2, ldi, dweight, s.I, nullptr);
-  if (dbias)
-    for (int o = 0; o < s.O; ++o) {
-      float acc = 0.0f;
-      for (int n = 0; n < s.N; ++n) acc += dr[std::size_t(n) * s.O + o];
-      dbias[o] = acc;
+  if (dbias)  // each dbias[o] summed over n in order, as a scalar loop would, 16 values of o a vector
+    for (int o0 = 0; o0 < s.O; o0 += L) {
+      const V::M m = V::mask(std::min(L, s.O - o0));
+      R acc = V::zero();
+      for (int n = 0; n < s.N; ++n) acc = V::add(acc, V::load_mask(dr + std::size_t(n) * s.O + o0, m));
+      V::store_mask(dbias + o0, acc, m);
     }
 }
 
