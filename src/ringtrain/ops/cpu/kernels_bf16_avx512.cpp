@@ -51,14 +51,21 @@ inline uint32_t pair_bits(float first, float second) {
   return uint32_t(float_to_bf16(first)) | (uint32_t(float_to_bf16(second)) << 16);
 }
 // 16 lanes of (a[i], b[i]) pairs: element 2i = a[i], 2i+1 = b[i].
-inline B interleave(R a, R b) {
-  const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // [a0..a15, b0..b15]
+// [a0..a15, b0..b15] (16-bit words) -> pairs (a_i, b_i).
+inline B interleave_words(__m512i both) {
   // Word 2i <- a_i (word i), 2i+1 <- b_i (word 16+i); a constant the compiler keeps in a register
   // (a function-local static would cost a guard check every call).
   const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
                                        5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   return _mm512_permutexvar_epi16(idx, both);
 }
+inline B interleave(R a, R b) { return interleave_words((__m512i)_mm512_cvtne2ps_pbh(b, a)); }  // [a.., b..]
+// 16 lanes of bf16 (one 256-bit row of a bf16 copy): store, load, and the pairs of two such rows.
+using H = __m256i;
+inline H to_bf16(R a) { return (H)_mm512_cvtneps_pbh(a); }
+inline void storeh(uint16_t* p, H v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+inline H loadh(const uint16_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline B interleave_h(H a, H b) { return interleave_words(_mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1)); }
 inline B loadb(const u32a* p) { return _mm512_loadu_si512(p); }
 inline void storeb(u32a* p, B v) { _mm512_storeu_si512(p, v); }
 inline R dp(R acc, B a, B b) { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b); }
@@ -89,6 +96,25 @@ inline void unpad_block(float* dst, const float* DX, const Geo& g) {
 }
 
 // ---- layouts ----------------------------------------------------------------------------------------
+// X16 [C][Hp][Wp][L] bf16 from X [C][Hp][Wp][L] fp32: what the saved state keeps of the input.
+inline void make_x16(uint16_t* X16, const float* X, const Geo& g) {
+  for (std::size_t i = 0; i < g.x_floats(); i += L) storeh(X16 + i, to_bf16(V::load(X + i)));
+}
+// XW [C][Hp][Wp][L] pairs (x[w], x[w+1]) (0 past the row end) from X16: the same words as make_xw.
+inline void make_xw16(u32a* XW, const uint16_t* X16, const Geo& g) {
+  for (int c = 0; c < g.C; ++c)
+    for (int h = 0; h < g.Hp; ++h) {
+      const std::size_t row = (std::size_t(c) * g.Hp + h) * g.Wp * L;
+      const uint16_t* x = X16 + row;
+      u32a* o = XW + row;
+      H cur = loadh(x);
+      for (int w = 0; w < g.Wp; ++w) {
+        const H next = w + 1 < g.Wp ? loadh(x + std::size_t(w + 1) * L) : _mm256_setzero_si256();
+        storeb(o + std::size_t(w) * L, interleave_h(cur, next));
+        cur = next;
+      }
+    }
+}
 // XW [C][Hp][Wp][L] pairs (x[w], x[w+1]) (0 past the row end) from X [C][Hp][Wp][L] fp32.
 inline void make_xw(u32a* XW, const float* X, const Geo& g) {
   for (int c = 0; c < g.C; ++c)
@@ -161,9 +187,10 @@ struct PoolEpiB {
       }
   }
 };
-// saved, per block of L samples: XW [C][Hp][Wp][L] pair words (as many 32-bit words as the fp32 kernel's X
-// floats) then the byte codes: less than the fp32 kernel's size, so the layer's reservation fits.
-inline std::size_t saved_block_floats(const Geo& g) { return g.x_floats() + g.pooled_floats() / 4; }
+// saved, per block of L samples: the input X16 [C][Hp][Wp][L] in bf16 (the backward makes its column pairs
+// XW again, in cache) then the byte codes: under half the fp32 kernel's X and float codes, so the layer's
+// reservation fits and the backward reads back less than half as many bytes.
+inline std::size_t saved_block_floats(const Geo& g) { return g.x_floats() / 2 + g.pooled_floats() / 4; }
 
 // ---- forward: conv + bias + ReLU + pool, two rows of outputs a tile ---------------------------------
 // Input row p0+rr feeds output row `row` through kernel row rr - row; rows [ROW_LO, ROW_HI) are valid for
@@ -244,9 +271,9 @@ inline void pack_wc(u32a* WC, const float* weight, const Geo& g) {
 // (r, r+1) for r = 0, 2, ..., S products each - and an odd last row takes column pairs: R/2 * S +
 // ceil(S/2) products (13 for 5 x 5). The row pairs read XR [Hp-1][Wp][L] = (x[h][w], x[h+1][w]), the
 // last row XW, the column-pair layout the backward keeps anyway.
-// XW [Hp][Wp][L] (x[h][w], x[h][w+1]) and XR (x[h][w], x[h+1][w]), 0 outside the image, straight from the
-// unpadded staging copy T [H][W][L] of the one channel (no padded fp32 copy).
-inline void make_pairs_c1(u32a* XW, u32a* XR, const float* T, const Geo& g) {
+// XW [Hp][Wp][L] (x[h][w], x[h][w+1]), XR (x[h][w], x[h+1][w]) and the saved bf16 copy X16 [Hp][Wp][L],
+// 0 outside the image, straight from the unpadded staging copy T [H][W][L] of the one channel.
+inline void make_pairs_c1(u32a* XW, u32a* XR, uint16_t* X16, const float* T, const Geo& g) {
   auto at = [&](int h, int w) -> R {
     const int hh = h - g.pad, ww = w - g.pad;
     return unsigned(hh) < unsigned(g.H) && unsigned(ww) < unsigned(g.W) ? V::load(T + (std::size_t(hh) * g.W + ww) * L)
@@ -259,6 +286,7 @@ inline void make_pairs_c1(u32a* XW, u32a* XR, const float* T, const Geo& g) {
     R cur = at(h, 0);
     for (int w = 0; w < g.Wp; ++w) {
       const R next = at(h, w + 1);
+      storeh(X16 + (std::size_t(h) * g.Wp + w) * L, to_bf16(cur));
       storeb(xw + std::size_t(w) * L, interleave(cur, next));
       if (down) storeb(xr + std::size_t(w) * L, interleave(cur, at(h + 1, w)));
       cur = next;
@@ -335,23 +363,24 @@ void crp_forward_c1(float* out, float* saved, const float* inp, const float* wei
   const Geo g(s);
   const std::size_t t_floats = std::size_t(g.H) * g.W * L, xr_words = std::size_t(g.Hp - 1) * g.Wp * L;
   const std::size_t w_words = std::size_t(g.K) * c1_wk(g);
-  float* T = thread_scratch(t_floats + xr_words + g.pooled_floats() + w_words);
+  float* T = thread_scratch(t_floats + xr_words + g.x_floats() + g.pooled_floats() + w_words);
   u32a* XR = reinterpret_cast<u32a*>(T + t_floats);
-  float* Yp = reinterpret_cast<float*>(XR + xr_words);
+  u32a* XW = XR + xr_words;
+  float* Yp = reinterpret_cast<float*>(XW + g.x_floats());
   u32a* W1 = reinterpret_cast<u32a*>(Yp + g.pooled_floats());
   pack_w_c1(W1, weight, g);
   for (int n0 = 0, b = 0; n0 < s.N; n0 += L, ++b) {
     const int nv = std::min(L, s.N - n0);
     float* blk = saved + std::size_t(b) * saved_block_floats(g);
-    u32a* XW = reinterpret_cast<u32a*>(blk);
-    u8* codes = reinterpret_cast<u8*>(blk + g.x_floats());
+    uint16_t* X16 = reinterpret_cast<uint16_t*>(blk);
+    u8* codes = reinterpret_cast<u8*>(blk + g.x_floats() / 2);
     const std::size_t fi = std::size_t(g.H) * g.W, fo = std::size_t(g.K) * (g.P / 2) * (g.Q / 2);
     const float* Tb = T;
     if (s.in_blocked)
       Tb = inp + std::size_t(n0) * fi;
     else
       to_blocked(T, inp, n0, nv, fi);
-    make_pairs_c1(XW, XR, Tb, g);
+    make_pairs_c1(XW, XR, X16, Tb, g);
     float* Yb = s.out_blocked ? out + std::size_t(n0) * fo : Yp;  // blocked: the kernel's own layout, in place
     if (g.S == 5)
       fwd_pool_c1<5>(Yb, codes, XR, XW, W1, bias, g);
@@ -362,8 +391,8 @@ void crp_forward_c1(float* out, float* saved, const float* inp, const float* wei
 }
 
 // Even C (conv2): the forward pairs channels - S instructions a kernel row instead of (S+1)/2 column
-// pairs with a zero partner in the last (2x rather than 5/3 for S = 5); the column-pair layout XW is
-// still made, for the backward. Odd C (conv1, C = 1) pairs columns.
+// pairs with a zero partner in the last (2x rather than 5/3 for S = 5). Odd C pairs columns (XW), C = 1
+// kernel rows (crp_forward_c1). The saved state keeps the input in bf16 for the backward's column pairs.
 void crp_forward(float* out, float* saved, const float* inp, const float* weight, const float* bias,
                  const Conv2dShape& s) {
   check(!any_blocked(s) || crp_blocked(s), "bf16 conv+ReLU+pool: blocked activations for a shape that cannot take them");
@@ -374,12 +403,13 @@ void crp_forward(float* out, float* saved, const float* inp, const float* weight
   const bool chan = g.C % 2 == 0;
   const int SP = (g.S + 1) / 2;
   const std::size_t wf = chan ? std::size_t(g.K) * g.C * g.R * g.S / 2 : std::size_t(g.K) * g.C * g.R * SP;
-  const std::size_t xc = chan ? g.x_floats() / 2 : 0;
+  const std::size_t xc = chan ? g.x_floats() / 2 : g.x_floats();  // channel pairs XC, or column pairs XW
   float* X = thread_scratch(g.x_floats() + g.tmp_floats() + g.pooled_floats() + wf + xc);
   float* tmp = X + g.x_floats();
   float* Yp = tmp + g.tmp_floats();
   u32a* WF = reinterpret_cast<u32a*>(Yp + g.pooled_floats());
   u32a* XC = WF + wf;
+  u32a* XW = XC;
   if (chan)
     pack_wc(WF, weight, g);
   else
@@ -387,8 +417,8 @@ void crp_forward(float* out, float* saved, const float* inp, const float* weight
   for (int n0 = 0, b = 0; n0 < s.N; n0 += L, ++b) {
     const int nv = std::min(L, s.N - n0);
     float* blk = saved + std::size_t(b) * saved_block_floats(g);
-    u32a* XW = reinterpret_cast<u32a*>(blk);
-    u8* codes = reinterpret_cast<u8*>(blk + g.x_floats());
+    uint16_t* X16 = reinterpret_cast<uint16_t*>(blk);
+    u8* codes = reinterpret_cast<u8*>(blk + g.x_floats() / 2);
     const std::size_t fo = std::size_t(g.K) * (g.P / 2) * (g.Q / 2);
     const float* Xb = X;
     if (!s.in_blocked)
@@ -398,7 +428,7 @@ void crp_forward(float* out, float* saved, const float* inp, const float* weight
     else
       Xb = inp + std::size_t(n0) * g.C * g.H * g.W;  // already [C][H][W][L]
     float* Yb = s.out_blocked ? out + std::size_t(n0) * fo : Yp;
-    make_xw(XW, Xb, g);
+    make_x16(X16, Xb, g);
     if (chan) {
       make_xc(XC, Xb, g);
       if (g.S == 5)
@@ -406,8 +436,10 @@ void crp_forward(float* out, float* saved, const float* inp, const float* weight
       else
         fwd_pool_bf16<3, 1>(Yb, codes, XC, WF, bias, g, g.C / 2);
     } else if (SP == 3) {
+      make_xw(XW, Xb, g);
       fwd_pool_bf16<3, 2>(Yb, codes, XW, WF, bias, g, g.C);
     } else {
+      make_xw(XW, Xb, g);
       fwd_pool_bf16<2, 2>(Yb, codes, XW, WF, bias, g, g.C);
     }
     if (!s.out_blocked) from_blocked(out, Yp, n0, nv, fo);
@@ -557,13 +589,14 @@ void crp_backward(float* dinp, float* dweight, float* dbias, const float* dout, 
   const std::size_t wl = g.w_floats() * L, bl = std::size_t(g.K) * L;
   const std::size_t dq = std::size_t(g.K) * g.P * QP * L, dkn = std::size_t(KP) * g.P * g.Q * L;
   const std::size_t wkn = std::size_t(KP) * g.C * g.R * g.S;
-  float* dWl = thread_scratch(wl + bl + g.pooled_floats() + dq + wkn +
+  float* dWl = thread_scratch(wl + bl + g.pooled_floats() + dq + wkn + g.x_floats() +
                               (dinp ? dkn + g.x_floats() + g.tmp_floats() : 0));
+  u32a* XW = reinterpret_cast<u32a*>(dWl + wl + bl + g.pooled_floats() + dq + wkn);  // after WK (see below)
   float* dBl = dWl + wl;
   float* dP = dBl + bl;
   u32a* DQ = reinterpret_cast<u32a*>(dP + g.pooled_floats());
   u32a* WK = DQ + dq;
-  u32a* DK = WK + wkn;
+  u32a* DK = XW + g.x_floats();
   float* DX = reinterpret_cast<float*>(DK + (dinp ? dkn : 0));
   float* tmp = DX + g.x_floats();
   std::memset(dWl, 0, (wl + bl) * sizeof(float));
@@ -571,8 +604,8 @@ void crp_backward(float* dinp, float* dweight, float* dbias, const float* dout, 
   for (int n0 = 0, b = 0; n0 < s.N; n0 += L, ++b) {
     const int nv = std::min(L, s.N - n0);
     const float* blk = saved + std::size_t(b) * saved_block_floats(g);
-    const u32a* XW = reinterpret_cast<const u32a*>(blk);
-    const u8* codes = reinterpret_cast<const u8*>(blk + g.x_floats());
+    make_xw16(XW, reinterpret_cast<const uint16_t*>(blk), g);
+    const u8* codes = reinterpret_cast<const u8*>(blk + g.x_floats() / 2);
     const std::size_t pooled = std::size_t(g.K) * (g.P / 2) * (g.Q / 2);
     // dout is an operand: bf16 (so dbias sums the same values)
     if (s.out_blocked) {
