@@ -2,12 +2,18 @@
 // products), in the fp32 kernels' design (kernels_impl.inc): samples side by side in the 16 lanes, the
 // same register-blocked tiles, the same fused conv + bias + ReLU + 2x2 max-pool. Where the fp32 kernel
 // multiplies one operand pair a lane, this one multiplies two, paired along a reduction index:
-//   forward          pairs of kernel columns (s, s+1): XW [C][Hp][Wp][16] holds (x[w], x[w+1]) per lane,
-//                    weights (w[s], w[s+1]) broadcast; S = 5 takes 3 instructions instead of 5
+//   forward          pairs of input channels (c, c+1) for even C (conv2: XC, S instructions a kernel row);
+//                    pairs of kernel rows (r, r+1) for C = 1 (conv1: XR, 13 instructions a 5 x 5 output
+//                    instead of 15 for column pairs); pairs of kernel columns (s, s+1) otherwise (XW
+//                    [C][Hp][Wp][16] holds (x[w], x[w+1]) per lane, weights (w[s], w[s+1]) broadcast)
 //   backward-weight  pairs of output columns (q, q+1): DQ [K][P][Q/2][16] = (d[q], d[q+1]) against XW
 //   backward-data    pairs of output channels (k, k+1): DK [K/2][P][Q][16] against weight pairs
 //   linear           pairs along the reduction (I forward, O for dinp, N for dweight) in a BLIS-style
 //                    8 x 3-vector micro-kernel like the fp32 GEMM
+// What the fused layers keep between forward and backward is smaller than the fp32 kernels' (it is read
+// back from memory a whole step later): the input in bf16 (the backward rebuilds XW in cache) and one
+// byte a pool code. Between two chained fused layers (conv1 -> conv2) the activation and its gradient stay
+// in the blocked [N/16][F][16] layout (conv_pool.h), with no transposes out and back in.
 // Operands are rounded to bf16 on their way in (lowp.h); accumulation and results are fp32. Shapes the
 // tiles do not cover (stride != 1, kernel widths other than 3 and 5) run the rounding fallback (lowp.cpp).
 // The conversions inside use vcvtne2ps2bf16, which treats fp32 subnormal inputs as zero (below 1.2e-38:
