@@ -545,6 +545,16 @@ inline void bwd_data_bf16(float* DX, const u32a* DK, const u32a* WK, const Geo& 
 // into the pair layouts without the unpooled fp32 copy: a window (2 x 2 at 2p2, 2q2) fills DQ[k][2p2][q2]
 // with its top pair and DQ[k][2p2+1][q2] with its bottom pair; DK (when not null) pairs channels 2kp, 2kp+1
 // at every position. dBl += the gradient that passed (code < 4).
+// x rounded to bf16 (nearest even; NaN quiet), as fp32: round_bf16's (core/half.h) integer rounding, bit for bit.
+inline R round_r(R x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __m512i nan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), nan), 16));
+}
+
+// dP is rounded to bf16 as it is read (an operand; dbias sums the rounded values too).
 inline void unpool_pairs(u32a* DQ, u32a* DK, float* dBl, const float* dP, const u8* codes, const Geo& g) {
   const int P2 = g.P / 2, Q2 = g.Q / 2;
   const R four = V::set1(4.0f), zero = V::zero();
@@ -555,7 +565,7 @@ inline void unpool_pairs(u32a* DQ, u32a* DK, float* dBl, const float* dP, const 
     for (int p = 0; p < P2; ++p)
       for (int q = 0; q < Q2; ++q) {
         const std::size_t at = ((std::size_t(k) * P2 + p) * Q2 + q) * L;
-        const R d = V::load(dP + at), code = load_codes(codes + at);
+        const R d = round_r(V::load(dP + at)), code = load_codes(codes + at);
         const R v0 = V::select_eq(code, pos[0], d, zero), v1 = V::select_eq(code, pos[1], d, zero);
         const R v2 = V::select_eq(code, pos[2], d, zero), v3 = V::select_eq(code, pos[3], d, zero);
         storeb(DQ + ((std::size_t(k) * g.P + 2 * p) * Q2 + q) * L, interleave(v0, v1));
@@ -613,14 +623,12 @@ void crp_backward(float* dinp, float* dweight, float* dbias, const float* dout, 
     make_xw16(XW, reinterpret_cast<const uint16_t*>(blk), g);
     const u8* codes = reinterpret_cast<const u8*>(blk + g.x_floats() / 2);
     const std::size_t pooled = std::size_t(g.K) * (g.P / 2) * (g.Q / 2);
-    // dout is an operand: bf16 (so dbias sums the same values)
-    if (s.out_blocked) {
-      round_bf16(dP, dout + std::size_t(n0) * pooled, pooled * L);
-    } else {
+    const float* dPb = dP;  // dout, blocked (rounded to bf16 by unpool_pairs)
+    if (s.out_blocked)
+      dPb = dout + std::size_t(n0) * pooled;
+    else
       to_blocked(dP, dout, n0, nv, pooled);
-      round_bf16(dP, dP, pooled * L);
-    }
-    unpool_pairs(DQ, dinp ? DK : nullptr, dBl, dP, codes, g);
+    unpool_pairs(DQ, dinp ? DK : nullptr, dBl, dPb, codes, g);
     if (g.S == 5)
       bwd_weight_bf16<5>(dWl, DQ, XW, g);
     else
