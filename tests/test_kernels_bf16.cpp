@@ -239,8 +239,25 @@ std::vector<float> from_blocks(const std::vector<float>& v, int N) {
   return out;
 }
 
-// A table that takes blocked activations gives the same bits with them as without, forward and backward,
-// for every combination of blocked input and output (padded and unpadded inputs, one and several channels).
+// bf16 words <-> float buffers (a blocked tensor's 16-bit values fill the first half of its float buffer).
+std::vector<float> pack_bf16(const std::vector<float>& v) {
+  std::vector<float> out((v.size() + 1) / 2, 0.0f);
+  std::vector<uint16_t> h(v.size());
+  float_to_bf16(h.data(), v.data(), v.size());
+  std::memcpy(out.data(), h.data(), h.size() * 2);
+  return out;
+}
+std::vector<float> unpack_bf16(const std::vector<float>& buf, std::size_t n) {
+  std::vector<uint16_t> h(n);
+  std::memcpy(h.data(), buf.data(), n * 2);
+  std::vector<float> out(n);
+  for (std::size_t i = 0; i < n; ++i) out[i] = bf16_to_float(h[i]);
+  return out;
+}
+
+// A table that takes blocked activations (bf16, [N/16][F][16]) gives the same parameter gradients and
+// outputs with them as without, and the blocked tensors hold the bf16 rounding of the fp32 ones, for every
+// combination of blocked input and output (padded and unpadded inputs, one and several channels).
 TEST_P(LowpKernelTest, FusedConvBlockedActivationsSameBits) {
   if (!k().conv2d_relu_pool_blocked) GTEST_SKIP() << "this table takes no blocked activations";
   Rng rng(13);
@@ -252,29 +269,36 @@ TEST_P(LowpKernelTest, FusedConvBlockedActivationsSameBits) {
     odd.N = 17;
     EXPECT_FALSE(k().conv2d_relu_pool_blocked(odd)) << "a partial block cannot be blocked";
     const int N = base.N;
-    auto x = random_vec(std::size_t(N) * base.C * base.H * base.W, rng);
+    // A blocked input is bf16: give the unblocked run the same (bf16-exact) values.
+    auto x = rounded(random_vec(std::size_t(N) * base.C * base.H * base.W, rng), Precision::Bf16);
     auto w = random_vec(std::size_t(base.K) * base.C * base.R * base.S, rng);
     auto b = random_vec(base.K, rng);
     const std::size_t outn = std::size_t(N) * base.K * (base.P() / 2) * (base.Q() / 2);
-    auto dy = random_vec(outn, rng);
+    auto dy = rounded(random_vec(outn, rng), Precision::Bf16);
     std::vector<float> saved(k().conv2d_relu_pool_saved(base));
     std::vector<float> out(outn), dx(x.size()), dw(w.size()), db(b.size());
     k().conv2d_relu_pool_forward(out.data(), saved.data(), x.data(), w.data(), b.data(), base);
     k().conv2d_relu_pool_backward(dx.data(), dw.data(), db.data(), dy.data(), saved.data(), w.data(), base);
+    const auto out16 = rounded(out, Precision::Bf16), dx16 = rounded(dx, Precision::Bf16);
     for (int mode = 1; mode < 4; ++mode) {
       Conv2dShape s = base;
       s.in_blocked = mode & 1, s.out_blocked = mode & 2;
       SCOPED_TRACE(mode);
-      const auto xin = s.in_blocked ? to_blocks(x, N) : x;
-      const auto dyin = s.out_blocked ? to_blocks(dy, N) : dy;
+      const auto xin = s.in_blocked ? pack_bf16(to_blocks(x, N)) : x;
+      const auto dyin = s.out_blocked ? pack_bf16(to_blocks(dy, N)) : dy;
       std::vector<float> out2(outn, NAN), dx2(x.size(), NAN), dw2(w.size(), NAN), db2(b.size(), NAN);
       std::vector<float> saved2(saved.size(), NAN);
       k().conv2d_relu_pool_forward(out2.data(), saved2.data(), xin.data(), w.data(), b.data(), s);
       k().conv2d_relu_pool_backward(dx2.data(), dw2.data(), db2.data(), dyin.data(), saved2.data(), w.data(), s);
-      if (s.out_blocked) out2 = from_blocks(out2, N);
-      if (s.in_blocked) dx2 = from_blocks(dx2, N);
-      EXPECT_EQ(0, std::memcmp(out2.data(), out.data(), out.size() * 4)) << "out";
-      EXPECT_EQ(0, std::memcmp(dx2.data(), dx.data(), dx.size() * 4)) << "dinp";
+      if (s.out_blocked)
+        EXPECT_EQ(0, std::memcmp(from_blocks(unpack_bf16(out2, outn), N).data(), out16.data(), outn * 4)) << "out (bf16)";
+      else
+        EXPECT_EQ(0, std::memcmp(out2.data(), out.data(), outn * 4)) << "out";
+      if (s.in_blocked)
+        EXPECT_EQ(0, std::memcmp(from_blocks(unpack_bf16(dx2, dx.size()), N).data(), dx16.data(), dx.size() * 4))
+            << "dinp (bf16)";
+      else
+        EXPECT_EQ(0, std::memcmp(dx2.data(), dx.data(), dx.size() * 4)) << "dinp";
       EXPECT_EQ(0, std::memcmp(dw2.data(), dw.data(), dw.size() * 4)) << "dweight";
       EXPECT_EQ(0, std::memcmp(db2.data(), db.data(), db.size() * 4)) << "dbias";
     }

@@ -85,22 +85,6 @@ bool fast_conv(const Conv2dShape& s) { return s.stride == 1 && (s.S == 5 || s.S 
 bool crp_blocked(const Conv2dShape& s) { return fast_conv(s) && s.N % L == 0; }
 inline bool any_blocked(const Conv2dShape& s) { return s.in_blocked || s.out_blocked; }
 
-// X [C][Hp][Wp][L] from a block of unpadded blocked input [C][H][W][L] (zero border).
-inline void pad_block(float* X, const float* src, const Geo& g) {
-  std::memset(X, 0, g.x_floats() * sizeof(float));
-  for (int c = 0; c < g.C; ++c)
-    for (int h = 0; h < g.H; ++h)
-      std::memcpy(X + ((std::size_t(c) * g.Hp + h + g.pad) * g.Wp + g.pad) * L, src + (std::size_t(c) * g.H + h) * g.W * L,
-                  std::size_t(g.W) * L * sizeof(float));
-}
-// The interior of DX [C][Hp][Wp][L] into a block of unpadded blocked dinp [C][H][W][L].
-inline void unpad_block(float* dst, const float* DX, const Geo& g) {
-  for (int c = 0; c < g.C; ++c)
-    for (int h = 0; h < g.H; ++h)
-      std::memcpy(dst + (std::size_t(c) * g.H + h) * g.W * L, DX + ((std::size_t(c) * g.Hp + h + g.pad) * g.Wp + g.pad) * L,
-                  std::size_t(g.W) * L * sizeof(float));
-}
-
 // ---- layouts ----------------------------------------------------------------------------------------
 // X16 [C][Hp][Wp][L] bf16 from X [C][Hp][Wp][L] fp32: what the saved state keeps of the input.
 inline void make_x16(uint16_t* X16, const float* X, const Geo& g) {
@@ -119,6 +103,42 @@ inline void make_xw16(u32a* XW, const uint16_t* X16, const Geo& g) {
         storeb(o + std::size_t(w) * L, interleave_h(cur, next));
         cur = next;
       }
+    }
+}
+// Blocked activations are bf16 (conv_pool.h): 16 lanes of 16-bit words a position.
+// X16 [C][Hp][Wp][L] (zero border) from a block of the unpadded blocked bf16 input [C][H][W][L].
+inline void pad_block16(uint16_t* X16, const uint16_t* src, const Geo& g) {
+  if (!g.pad) return static_cast<void>(std::memcpy(X16, src, g.x_floats() * sizeof(uint16_t)));
+  std::memset(X16, 0, g.x_floats() * sizeof(uint16_t));
+  for (int c = 0; c < g.C; ++c)
+    for (int h = 0; h < g.H; ++h)
+      std::memcpy(X16 + ((std::size_t(c) * g.Hp + h + g.pad) * g.Wp + g.pad) * L, src + (std::size_t(c) * g.H + h) * g.W * L,
+                  std::size_t(g.W) * L * sizeof(uint16_t));
+}
+// XC [C/2][Hp][Wp][L] channel pairs from X16 (C even): the same words as make_xc.
+inline void make_xc16(u32a* XC, const uint16_t* X16, const Geo& g) {
+  const std::size_t plane = std::size_t(g.Hp) * g.Wp * L;
+  for (int cp = 0; cp < g.C / 2; ++cp)
+    for (std::size_t i = 0; i < plane; i += L)
+      storeb(XC + cp * plane + i, interleave_h(loadh(X16 + 2 * cp * plane + i), loadh(X16 + (2 * cp + 1) * plane + i)));
+}
+// bf16 of x with round_bf16's integer rounding (core/half.h: nearest even, NaN quiet, subnormals kept), for
+// gradients handed over blocked: the consumer's own rounding of the fp32 value would give the same bits.
+inline H to_bf16_exact(R x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __m512i nan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), nan));
+}
+inline R widen(H h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+// The interior of DX [C][Hp][Wp][L] into a block of unpadded blocked bf16 dinp [C][H][W][L].
+inline void unpad_block16(uint16_t* dst, const float* DX, const Geo& g) {
+  for (int c = 0; c < g.C; ++c)
+    for (int h = 0; h < g.H; ++h) {
+      const float* x = DX + ((std::size_t(c) * g.Hp + h + g.pad) * g.Wp + g.pad) * L;
+      uint16_t* d = dst + (std::size_t(c) * g.H + h) * g.W * L;
+      for (int w = 0; w < g.W; ++w) storeh(d + std::size_t(w) * L, to_bf16_exact(V::load(x + std::size_t(w) * L)));
     }
 }
 // XW [C][Hp][Wp][L] pairs (x[w], x[w+1]) (0 past the row end) from X [C][Hp][Wp][L] fp32.
@@ -175,10 +195,14 @@ inline R load_codes(const u8* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
 // PoolEpi (kernels_impl.inc) with byte codes: Yp [K][P/2][Q/2][L] floats, codes [K][P/2][Q/2][L] bytes.
+// BF16OUT: the pooled outputs go to Y16 in bf16 (a blocked activation) instead of Yp (a compile-time choice:
+// a branch in the epilogue costs the conv1 tile 10%).
+template <bool BF16OUT>
 struct PoolEpiB {
   float* Yp;
   u8* codes;
   const Geo& g;
+  uint16_t* Y16;
   template <int KB, int ROWS, int QB>
   void operator()(R (&acc)[KB][ROWS][QB], int k0, int p0, int q0) {
     static_assert(ROWS == 2);
@@ -188,7 +212,10 @@ struct PoolEpiB {
         R out, code;
         pool4(acc[kb][0][2 * j], acc[kb][0][2 * j + 1], acc[kb][1][2 * j], acc[kb][1][2 * j + 1], out, code);
         const std::size_t at = ((std::size_t(k0 + kb) * P2 + p0 / 2) * Q2 + q0 / 2 + j) * L;
-        V::store(Yp + at, out);
+        if constexpr (BF16OUT)
+          storeh(Y16 + at, to_bf16(out));
+        else
+          V::store(Yp + at, out);
         store_codes(codes + at, code);
       }
   }
@@ -217,9 +244,9 @@ inline void fwd_rows_bf16(R (&acc)[KB][2][QB], const u32a* xrow, const u32a* wc,
 }
 
 // CX channel slots (C for column pairs, C/2 for channel pairs); WF [K][CX][R][SP].
-template <int KB, int QB, int SP, int SSTEP>
+template <int KB, int QB, int SP, int SSTEP, class Epi>
 inline void fwd_tile_bf16(const u32a* XW, const u32a* WF, const float* bias, const Geo& g, int CX, int k0, int p0,
-                          int q0, PoolEpiB& epi) {
+                          int q0, Epi& epi) {
   R acc[KB][2][QB];
   for (int kb = 0; kb < KB; ++kb) {
     const R b0 = V::set1(bias ? bias[k0 + kb] : 0.0f);
@@ -238,13 +265,21 @@ inline void fwd_tile_bf16(const u32a* XW, const u32a* WF, const float* bias, con
 }
 
 template <int SP, int SSTEP>
-inline void fwd_pool_bf16(float* Yp, u8* codes, const u32a* XW, const u32a* WF, const float* bias, const Geo& g,
-                          int CX) {
-  PoolEpiB epi{Yp, codes, g};
-  for (int p0 = 0; p0 + 2 <= g.P; p0 += 2)
-    blocks<Cfg::fwd_kb>(g.K, [&]<int KB>(int k0) {
-      q_blocks(g.Q, [&]<int QB>(int q0) { fwd_tile_bf16<KB, QB, SP, SSTEP>(XW, WF, bias, g, CX, k0, p0, q0, epi); });
-    });
+inline void fwd_pool_bf16(float* Yp, uint16_t* Y16, u8* codes, const u32a* XW, const u32a* WF, const float* bias,
+                          const Geo& g, int CX) {
+  auto run = [&](auto& epi) {
+    for (int p0 = 0; p0 + 2 <= g.P; p0 += 2)
+      blocks<Cfg::fwd_kb>(g.K, [&]<int KB>(int k0) {
+        q_blocks(g.Q, [&]<int QB>(int q0) { fwd_tile_bf16<KB, QB, SP, SSTEP>(XW, WF, bias, g, CX, k0, p0, q0, epi); });
+      });
+  };
+  if (Y16) {
+    PoolEpiB<true> epi{Yp, codes, g, Y16};
+    run(epi);
+  } else {
+    PoolEpiB<false> epi{Yp, codes, g, nullptr};
+    run(epi);
+  }
 }
 
 // saved: saved_block_floats a block of L samples.
@@ -329,9 +364,10 @@ inline void c1_step(R (&acc)[KB][2][QB], const u32a* x0, const u32a* x1, const u
 }
 
 // Output rows p0, p0+1, channels k0.., columns q0..: row pair rp of output row p0+j reads XR row p0+j+2rp.
-template <int KB, int QB, int S>
-inline void fwd_tile_c1(const u32a* XR, const u32a* XW, const u32a* W1, const float* bias, const Geo& g, int k0,
-                        int p0, int q0, PoolEpiB& epi) {
+// (always inlined: as a call per 12-output tile it measured 30% slower)
+template <int KB, int QB, int S, class Epi>
+[[gnu::always_inline]] inline void fwd_tile_c1(const u32a* XR, const u32a* XW, const u32a* W1, const float* bias, const Geo& g, int k0,
+                        int p0, int q0, Epi& epi) {
   R acc[KB][2][QB];
   for (int kb = 0; kb < KB; ++kb) {
     const R b0 = V::set1(bias ? bias[k0 + kb] : 0.0f);
@@ -354,14 +390,25 @@ inline void fwd_tile_c1(const u32a* XR, const u32a* XW, const u32a* W1, const fl
 // Tiles of 3 channels x 2 rows x 2 columns: 12 accumulators, 7 loads a 12 dot products. Measured (conv1,
 // batch 256): 197 us against 254 us for 3 x 2 x 4 and 262 us for 2 x 2 x 6 - g++ spills the 24-accumulator
 // tiles here (31 live registers), and the pool epilogue of a small tile costs no more per output.
-template <int S>
-inline void fwd_pool_c1(float* Yp, u8* codes, const u32a* XR, const u32a* XW, const u32a* W1, const float* bias,
-                        const Geo& g) {
-  PoolEpiB epi{Yp, codes, g};
+// One function per (S, output type), the tiles inlined into its loops (noinline: inlined into its caller
+// together with its twin, g++ stopped inlining the tiles - a call per tile, 30% slower).
+template <int S, bool BF16OUT>
+[[gnu::noinline]] void fwd_pool_c1(float* Yp, uint16_t* Y16, u8* codes, const u32a* XR, const u32a* XW,
+                                   const u32a* W1, const float* bias, const Geo g) {  // g a copy: the byte code
+                                                                                   // stores cannot alias it
+  PoolEpiB<BF16OUT> epi{Yp, codes, g, Y16};
   for (int p0 = 0; p0 + 2 <= g.P; p0 += 2)
     blocks<3>(g.K, [&]<int KB>(int k0) {
       blocks<2>(g.Q, [&]<int QB>(int q0) { fwd_tile_c1<KB, QB, S>(XR, XW, W1, bias, g, k0, p0, q0, epi); });
     });
+}
+template <int S>
+void fwd_pool_c1(float* Yp, uint16_t* Y16, u8* codes, const u32a* XR, const u32a* XW, const u32a* W1,
+                 const float* bias, const Geo& g) {
+  if (Y16)
+    fwd_pool_c1<S, true>(Yp, Y16, codes, XR, XW, W1, bias, g);
+  else
+    fwd_pool_c1<S, false>(Yp, Y16, codes, XR, XW, W1, bias, g);
 }
 
 void crp_forward_c1(float* out, float* saved, const float* inp, const float* weight, const float* bias,
@@ -381,17 +428,19 @@ void crp_forward_c1(float* out, float* saved, const float* inp, const float* wei
     uint16_t* X16 = reinterpret_cast<uint16_t*>(blk);
     u8* codes = reinterpret_cast<u8*>(blk + g.x_floats() / 2);
     const std::size_t fi = std::size_t(g.H) * g.W, fo = std::size_t(g.K) * (g.P / 2) * (g.Q / 2);
-    const float* Tb = T;
-    if (s.in_blocked)
-      Tb = inp + std::size_t(n0) * fi;
-    else
+    if (s.in_blocked) {  // bf16 [H][W][L]: widened (exact) into the staging copy
+      const uint16_t* in16 = reinterpret_cast<const uint16_t*>(inp) + std::size_t(n0) * fi;
+      for (std::size_t i = 0; i < fi * L; i += L) V::store(T + i, widen(loadh(in16 + i)));
+    } else {
       to_blocked(T, inp, n0, nv, fi);
-    make_pairs_c1(XW, XR, X16, Tb, g);
-    float* Yb = s.out_blocked ? out + std::size_t(n0) * fo : Yp;  // blocked: the kernel's own layout, in place
+    }
+    make_pairs_c1(XW, XR, X16, T, g);
+    // Blocked: bf16 in the kernel's own layout, written in place by the epilogue.
+    uint16_t* Y16 = s.out_blocked ? reinterpret_cast<uint16_t*>(out) + std::size_t(n0) * fo : nullptr;
     if (g.S == 5)
-      fwd_pool_c1<5>(Yb, codes, XR, XW, W1, bias, g);
+      fwd_pool_c1<5>(Yp, Y16, codes, XR, XW, W1, bias, g);
     else
-      fwd_pool_c1<3>(Yb, codes, XR, XW, W1, bias, g);
+      fwd_pool_c1<3>(Yp, Y16, codes, XR, XW, W1, bias, g);
     if (!s.out_blocked) from_blocked(out, Yp, n0, nv, fo);
   }
 }
@@ -426,27 +475,30 @@ void crp_forward(float* out, float* saved, const float* inp, const float* weight
     uint16_t* X16 = reinterpret_cast<uint16_t*>(blk);
     u8* codes = reinterpret_cast<u8*>(blk + g.x_floats() / 2);
     const std::size_t fo = std::size_t(g.K) * (g.P / 2) * (g.Q / 2);
-    const float* Xb = X;
-    if (!s.in_blocked)
-      to_blocked_input(X, tmp, inp, n0, nv, g);
-    else if (g.pad)
-      pad_block(X, inp + std::size_t(n0) * g.C * g.H * g.W, g);
-    else
-      Xb = inp + std::size_t(n0) * g.C * g.H * g.W;  // already [C][H][W][L]
-    float* Yb = s.out_blocked ? out + std::size_t(n0) * fo : Yp;
-    make_x16(X16, Xb, g);
-    if (chan) {
-      make_xc(XC, Xb, g);
-      if (g.S == 5)
-        fwd_pool_bf16<5, 1>(Yb, codes, XC, WF, bias, g, g.C / 2);
+    uint16_t* Y16 = s.out_blocked ? reinterpret_cast<uint16_t*>(out) + std::size_t(n0) * fo : nullptr;
+    if (s.in_blocked) {  // bf16 already: the saved copy is the input (padded), the pairs come from it
+      pad_block16(X16, reinterpret_cast<const uint16_t*>(inp) + std::size_t(n0) * g.C * g.H * g.W, g);
+      if (chan)
+        make_xc16(XC, X16, g);
       else
-        fwd_pool_bf16<3, 1>(Yb, codes, XC, WF, bias, g, g.C / 2);
-    } else if (SP == 3) {
-      make_xw(XW, Xb, g);
-      fwd_pool_bf16<3, 2>(Yb, codes, XW, WF, bias, g, g.C);
+        make_xw16(XW, X16, g);
     } else {
-      make_xw(XW, Xb, g);
-      fwd_pool_bf16<2, 2>(Yb, codes, XW, WF, bias, g, g.C);
+      to_blocked_input(X, tmp, inp, n0, nv, g);
+      make_x16(X16, X, g);
+      if (chan)
+        make_xc(XC, X, g);
+      else
+        make_xw(XW, X, g);
+    }
+    if (chan) {
+      if (g.S == 5)
+        fwd_pool_bf16<5, 1>(Yp, Y16, codes, XC, WF, bias, g, g.C / 2);
+      else
+        fwd_pool_bf16<3, 1>(Yp, Y16, codes, XC, WF, bias, g, g.C / 2);
+    } else if (SP == 3) {
+      fwd_pool_bf16<3, 2>(Yp, Y16, codes, XW, WF, bias, g, g.C);
+    } else {
+      fwd_pool_bf16<2, 2>(Yp, Y16, codes, XW, WF, bias, g, g.C);
     }
     if (!s.out_blocked) from_blocked(out, Yp, n0, nv, fo);
   }
@@ -555,7 +607,11 @@ inline R round_r(R x) {
 }
 
 // dP is rounded to bf16 as it is read (an operand; dbias sums the rounded values too).
-inline void unpool_pairs(u32a* DQ, u32a* DK, float* dBl, const float* dP, const u8* codes, const Geo& g) {
+// dP fp32, or bf16 (a blocked gradient, already rounded).
+inline R load_d(const float* p) { return round_r(V::load(p)); }
+inline R load_d(const uint16_t* p) { return widen(loadh(p)); }
+template <class DT>
+inline void unpool_pairs(u32a* DQ, u32a* DK, float* dBl, const DT* dP, const u8* codes, const Geo& g) {
   const int P2 = g.P / 2, Q2 = g.Q / 2;
   const R four = V::set1(4.0f), zero = V::zero();
   const R pos[4] = {V::zero(), V::set1(1.0f), V::set1(2.0f), V::set1(3.0f)};
@@ -565,7 +621,7 @@ inline void unpool_pairs(u32a* DQ, u32a* DK, float* dBl, const float* dP, const 
     for (int p = 0; p < P2; ++p)
       for (int q = 0; q < Q2; ++q) {
         const std::size_t at = ((std::size_t(k) * P2 + p) * Q2 + q) * L;
-        const R d = round_r(V::load(dP + at)), code = load_codes(codes + at);
+        const R d = load_d(dP + at), code = load_codes(codes + at);
         const R v0 = V::select_eq(code, pos[0], d, zero), v1 = V::select_eq(code, pos[1], d, zero);
         const R v2 = V::select_eq(code, pos[2], d, zero), v3 = V::select_eq(code, pos[3], d, zero);
         storeb(DQ + ((std::size_t(k) * g.P + 2 * p) * Q2 + q) * L, interleave(v0, v1));
@@ -623,27 +679,26 @@ void crp_backward(float* dinp, float* dweight, float* dbias, const float* dout, 
     make_xw16(XW, reinterpret_cast<const uint16_t*>(blk), g);
     const u8* codes = reinterpret_cast<const u8*>(blk + g.x_floats() / 2);
     const std::size_t pooled = std::size_t(g.K) * (g.P / 2) * (g.Q / 2);
-    const float* dPb = dP;  // dout, blocked (rounded to bf16 by unpool_pairs)
-    if (s.out_blocked)
-      dPb = dout + std::size_t(n0) * pooled;
-    else
+    if (s.out_blocked) {  // bf16, blocked
+      unpool_pairs(DQ, dinp ? DK : nullptr, dBl, reinterpret_cast<const uint16_t*>(dout) + std::size_t(n0) * pooled, codes, g);
+    } else {  // fp32: blocked here, rounded by unpool_pairs
       to_blocked(dP, dout, n0, nv, pooled);
-    unpool_pairs(DQ, dinp ? DK : nullptr, dBl, dPb, codes, g);
+      unpool_pairs(DQ, dinp ? DK : nullptr, dBl, static_cast<const float*>(dP), codes, g);
+    }
     if (g.S == 5)
       bwd_weight_bf16<5>(dWl, DQ, XW, g);
     else
       bwd_weight_bf16<3>(dWl, DQ, XW, g);
     if (dinp) {
       const std::size_t fi = std::size_t(g.C) * g.H * g.W;
-      float* DXb = s.in_blocked && !g.pad ? dinp + std::size_t(n0) * fi : DX;  // blocked, unpadded: in place
       if (g.S == 5)
-        bwd_data_bf16<5>(DXb, DK, WK, g);
+        bwd_data_bf16<5>(DX, DK, WK, g);
       else
-        bwd_data_bf16<3>(DXb, DK, WK, g);
-      if (!s.in_blocked)
+        bwd_data_bf16<3>(DX, DK, WK, g);
+      if (s.in_blocked)
+        unpad_block16(reinterpret_cast<uint16_t*>(dinp) + std::size_t(n0) * fi, DX, g);
+      else
         from_blocked_input(dinp, tmp, DX, n0, nv, g);
-      else if (g.pad)
-        unpad_block(dinp + std::size_t(n0) * fi, DX, g);
     }
   }
   reduce_lanes(dweight, dWl, g.w_floats());
