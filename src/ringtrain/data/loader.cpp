@@ -91,12 +91,21 @@ void BatchLoader::fill(Slot& slot, int64_t batch) {
       Rng rng(mix64(augment_.seed ^ mix64(uint64_t(epoch_) * 0x100000000ULL + uint64_t(index))));
       const int span = 2 * augment_.max_shift + 1;
       const int dy = int(rng.below(span)) - augment_.max_shift, dx = int(rng.below(span)) - augment_.max_shift;
+      // Row by row: out[y][x] = in[y - dy][x - dx] inside the image, 0 outside; the copied part of a row is
+      // one normalize_pixels run, so a shift costs about what plain normalisation does.
       const int rows = split_.rows, cols = split_.cols;
-      for (int y = 0; y < rows; ++y)
-        for (int x = 0; x < cols; ++x) {
-          const int sy = y - dy, sx = x - dx;
-          dst[y * cols + x] = (sy >= 0 && sy < rows && sx >= 0 && sx < cols) ? float(px[sy * cols + sx]) * kPixelScale : 0.0f;
+      const int x0 = std::max(0, dx), x1 = std::min(cols, cols + dx);  // columns with a source pixel
+      for (int y = 0; y < rows; ++y) {
+        float* out = dst + int64_t(y) * cols;
+        const int sy = y - dy;
+        if (sy < 0 || sy >= rows || x0 >= x1) {
+          std::fill(out, out + cols, 0.0f);
+          continue;
         }
+        std::fill(out, out + x0, 0.0f);
+        normalize_pixels(out + x0, px + int64_t(sy) * cols + (x0 - dx), x1 - x0);
+        std::fill(out + x1, out + cols, 0.0f);
+      }
     }
     slot.labels[n] = split_.labels[index];
     slot.indices[n] = index;

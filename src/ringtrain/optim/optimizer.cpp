@@ -1,8 +1,34 @@
 #include "ringtrain/optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+
+#include "ringtrain/core/error.h"
 
 namespace ringtrain::optim {
+
+std::vector<StateBuffer> Optimizer::state() {
+  std::vector<StateBuffer> s = own_state();
+  if (has_ema()) s.push_back({"ema", ema_.data(), n_});
+  return s;
+}
+
+void Optimizer::enable_ema(float decay, const float* params) {
+  check(decay > 0.0f && decay < 1.0f, "--ema must be in (0, 1) (0 turns it off), got " + std::to_string(decay));
+  ema_decay_ = decay;
+  ema_.resize(n_);
+  std::copy(params, params + n_, ema_.data());
+}
+
+void Optimizer::update_ema(const float* params) {
+  if (!has_ema()) return;
+  const double t = double(steps_);
+  const float d = float(std::min(double(ema_decay_), (1.0 + t) / (10.0 + t)));
+  const float w = 1.0f - d;
+  float* e = ema_.data();
+  for (std::size_t i = 0; i < n_; ++i) e[i] += w * (params[i] - e[i]);
+}
 
 Adam::Adam(std::size_t n, const AdamOptions& opt) : Optimizer(n, opt.lr), opt_(opt) {
   exp_avg_.resize(n);
@@ -19,7 +45,7 @@ void Adam::step(float* params, const float* grads) {
   adam_step_(params, grads, exp_avg_.data(), exp_avg_sq_.data(), n_, a);
 }
 
-std::vector<StateBuffer> Adam::state() {
+std::vector<StateBuffer> Adam::own_state() {
   return {{"exp_avg", exp_avg_.data(), n_}, {"exp_avg_sq", exp_avg_sq_.data(), n_}};
 }
 
@@ -40,6 +66,6 @@ void Sgd::step(float* params, const float* grads) {
   }
 }
 
-std::vector<StateBuffer> Sgd::state() { return {{"momentum_buffer", momentum_.data(), n_}}; }
+std::vector<StateBuffer> Sgd::own_state() { return {{"momentum_buffer", momentum_.data(), n_}}; }
 
 }  // namespace ringtrain::optim

@@ -24,17 +24,32 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // One update of params[0..n) from grads[0..n).
   virtual void step(float* params, const float* grads) = 0;
-  virtual std::vector<StateBuffer> state() = 0;
+  // The state a checkpoint holds: the optimizer's own buffers, then "ema" when an average is kept.
+  std::vector<StateBuffer> state();
   int64_t steps() const { return steps_; }
   void set_steps(int64_t steps) { steps_ = steps; }
   float lr() const { return lr_; }
   void set_lr(float lr) { lr_ = lr; }
 
+  // Exponential moving average of the weights (--ema DECAY), kept beside the optimizer so that checkpoints
+  // (and their tensor-parallel gather/split) carry it as the state buffer "ema". enable_ema starts it at
+  // `params`; update_ema, called after each applied step (steps() already counts it), does
+  //   ema += (1 - d) * (params - ema),  d = min(decay, (1 + t) / (10 + t)),  t = steps()
+  // (the usual warm-up, so early weights fade fast). Element-wise, so it is the same on shards.
+  void enable_ema(float decay, const float* params);
+  bool has_ema() const { return ema_decay_ > 0.0f; }
+  float ema_decay() const { return ema_decay_; }
+  float* ema() { return ema_.data(); }
+  void update_ema(const float* params);
+
  protected:
   Optimizer(std::size_t n, float lr) : n_(n), lr_(lr) {}
+  virtual std::vector<StateBuffer> own_state() = 0;
   std::size_t n_;
   float lr_;
   int64_t steps_ = 0;
+  float ema_decay_ = 0.0f;
+  AlignedBuffer<float> ema_;
 };
 
 struct AdamOptions {
@@ -48,10 +63,10 @@ class Adam : public Optimizer {
  public:
   Adam(std::size_t n, const AdamOptions& opt);
   void step(float* params, const float* grads) override;
-  std::vector<StateBuffer> state() override;
   void use_kernels(const ops::KernelTable& k) { adam_step_ = k.adam_step; }
 
  private:
+  std::vector<StateBuffer> own_state() override;
   AdamOptions opt_;
   void (*adam_step_)(float*, const float*, float*, float*, std::size_t, const ops::AdamStep&) = ops::ref::adam_step;
   AlignedBuffer<float> exp_avg_, exp_avg_sq_;
@@ -67,9 +82,9 @@ class Sgd : public Optimizer {
  public:
   Sgd(std::size_t n, const SgdOptions& opt);
   void step(float* params, const float* grads) override;
-  std::vector<StateBuffer> state() override;
 
  private:
+  std::vector<StateBuffer> own_state() override;
   SgdOptions opt_;
   AlignedBuffer<float> momentum_;
 };

@@ -1,5 +1,7 @@
 #include "ringtrain/train/tp_checkpoint.h"
 
+#include <vector>
+
 #include "ringtrain/core/error.h"
 #include "ringtrain/nn/models/lenet5.h"
 #include "ringtrain/train/checkpoint.h"
@@ -24,6 +26,10 @@ std::unique_ptr<optim::Optimizer> optimizer_like(optim::Optimizer& like, std::si
     throw Error("tensor-parallel checkpoint: unknown optimizer kind");
   }
   out->set_steps(like.steps());
+  if (like.has_ema()) {  // the weight average travels as one more state buffer ("ema")
+    std::vector<float> zeros(n, 0.0f);
+    out->enable_ema(like.ema_decay(), zeros.data());
+  }
   return out;
 }
 

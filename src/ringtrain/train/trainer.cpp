@@ -83,6 +83,18 @@ Trainer::Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelT
     reducer_ = std::make_unique<dist::GradReducer>(p, grad_comm_ ? static_cast<dist::Communicator&>(*grad_comm_) : comm_,
                                                    config.reducer);
   }
+  // The recipe (docs/RECIPE.md): the average starts at the (broadcast or --init-from) weights; a resumed
+  // run replaces it with the checkpoint's "optim.ema" tensors.
+  check(config.ema == 0.0 || (config.ema > 0.0 && config.ema < 1.0), "--ema must be 0 (off) or in (0, 1), got " + std::to_string(config.ema));
+  if (config.ema > 0.0) optimizer_->enable_ema(float(config.ema), model_.params().params());
+  check(config.label_smoothing >= 0.0 && config.label_smoothing < 1.0,
+        "--label-smoothing must be in [0, 1), got " + std::to_string(config.label_smoothing));
+  schedule_.kind = config.lr_schedule;
+  schedule_.base_lr = config.lr;
+  schedule_.epochs = config.epochs;
+  schedule_.decay_epochs = config.lr_decay_epochs;
+  schedule_.min_factor = config.lr_min_factor;
+  optim::check_schedule(schedule_);
   check(config.precision == "fp32" || config.precision == "bf16" || config.precision == "fp16",
         "--precision must be fp32, bf16 or fp16, got '" + config.precision + "'");
   if (config.precision == "fp16") scaler_ = std::make_unique<optim::LossScaler>();
@@ -111,6 +123,12 @@ std::vector<int64_t> Trainer::epoch_indices(int64_t dataset_size, int epoch, int
   std::vector<int64_t> mine;
   for (int64_t i = 0; i < per_rank; ++i) mine.push_back(global[offset + (i * W + comm_.rank()) % rest]);
   return mine;
+}
+
+void Trainer::swap_ema() {
+  if (!optimizer_->has_ema()) return;
+  nn::ParameterSet& p = model_.params();
+  std::swap_ranges(p.params(), p.params() + p.size(), optimizer_->ema());
 }
 
 bool Trainer::tensor_parallel() const { return grid_ && grid_->tp() > 1; }
@@ -177,6 +195,9 @@ void Trainer::save_periodic(const CheckpointDir& dir, const Position& at) {
     md["trainer.seed"] = std::to_string(config_.seed);
     md["trainer.world_size"] = std::to_string(comm_.size());
     md["trainer.batch_size"] = std::to_string(config_.batch_size);
+    md["trainer.lr_schedule"] = config_.lr_schedule;  // for the record; the rate is a function of the position
+    md["trainer.ema"] = std::to_string(config_.ema);
+    md["trainer.label_smoothing"] = std::to_string(config_.label_smoothing);
     if (scaler_) {  // fp16: torch GradScaler's state, so a resumed run keeps its loss scale
       char scale[32];
       std::snprintf(scale, sizeof scale, "%.9g", double(scaler_->scale()));
@@ -203,6 +224,16 @@ float Trainer::step(const data::Batch& batch) {
   // fp16: the loss is scaled (the gradient of the logits carries the factor) so small gradients survive.
   const float loss_scale = scaler_ ? scaler_->scale() : 1.0f;
   kernels_.softmax_xent_backward(dlogits_.data(), probs_.data(), batch.labels, N, K, loss_scale / float(N));
+  if (config_.label_smoothing > 0.0) {
+    // Targets (1 - eps) onehot + eps/K: the gradient (p - target) s = (p - onehot) s + eps s (onehot - 1/K).
+    // The reported loss stays the cross-entropy against the true labels.
+    const float es = float(config_.label_smoothing) * loss_scale / float(N), uniform = es / float(K);
+    for (int n = 0; n < N; ++n) {
+      float* d = dlogits_.data() + std::size_t(n) * K;
+      for (int k = 0; k < K; ++k) d[k] -= uniform;
+      d[batch.labels[n]] += es;
+    }
+  }
   if (reducer_) {
     // Buckets start their all-reduce as backward fills them; wait() returns the averaged gradients
     // (every rank has the same N, so the average of the ranks' means is the global batch mean).
@@ -230,12 +261,14 @@ float Trainer::step(const data::Batch& batch) {
                         const bool any = dist::any_rank(comm_, local);  // under --tp: and over the tensor group
                         return tensor_parallel() ? dist::any_rank(grid_->tp_comm(), any) : any;
                       });
+    if (st.applied) optimizer_->update_ema(model_.params().params());
     if (!st.applied && is_logger())
       log_ << "fp16: gradients hold inf/NaN (on some rank) - step skipped on every rank, loss scale "
            << st.scale << " -> " << st.next_scale << std::endl;
     return loss;
   }
   optimizer_->step(model_.params().params(), model_.params().grads());
+  optimizer_->update_ema(model_.params().params());
   return loss;
 }
 
@@ -278,6 +311,9 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
 
     for (int64_t b = 0; b < steps_per_epoch; ++b) {
       const data::Batch batch = loader.next();
+      // The rate at this step's place in training, in epochs: the same for any ranks x batch split.
+      const double position = epoch + std::min(1.0, double(offset + b * global_batch) / double(train_split.count));
+      optimizer_->set_lr(float(optim::scheduled_lr(schedule_, position)));
       float loss = step(batch);
       check(std::isfinite(loss), "training diverged: loss is " + std::to_string(loss) + " at epoch " +
                                      std::to_string(epoch + 1) + " batch " + std::to_string(b + 1));
@@ -319,12 +355,14 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
     train_seconds += epoch_seconds;
     const bool last = epoch + 1 == config_.epochs || (config_.max_steps > 0 && result.steps >= config_.max_steps);
     if (config_.eval_each_epoch || last) {
+      swap_ema();  // --ema: evaluate the averaged weights
       result.test = evaluate(model_, kernels_, test_split, comm_);
       if (tensor_parallel()) {
         const int64_t differ = dist::replica_mismatches(model_.params(), model_.params().params(), grid_->tp_comm());
         check(differ == 0, "tensor parallelism: " + std::to_string(differ) +
                                " replicated parameter(s) differ across a tensor group (they must stay bit-identical)");
       }
+      swap_ema();
       if (is_logger()) {
         progress.epoch_done(format("epoch %.0f done in %.1fs (%.0f samples/s): test loss %.4f, test accuracy %.2f%%",
                                    epoch + 1, epoch_seconds, double(epoch_samples) * comm_.size() / epoch_seconds,
@@ -342,6 +380,12 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
         save_periodic(*checkpoints, after);
       break;
     }
+  }
+  // --ema: the model ends holding the weights the final evaluation used, so --save writes those (the
+  // optimizer's "ema" buffer then holds them too; the last periodic checkpoint keeps the raw weights).
+  if (optimizer_->has_ema()) {
+    nn::ParameterSet& p = model_.params();
+    std::copy(optimizer_->ema(), optimizer_->ema() + p.size(), p.params());
   }
   if (reducer_) {
     const dist::GradReducerStats& st = reducer_->stats();

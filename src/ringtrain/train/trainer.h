@@ -18,6 +18,7 @@
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/optim/loss_scaler.h"
 #include "ringtrain/optim/optimizer.h"
+#include "ringtrain/optim/schedule.h"
 #include "ringtrain/train/evaluate.h"
 
 namespace ringtrain::dist {
@@ -40,6 +41,13 @@ struct TrainConfig {
   int workers = 1;                // loader threads preparing batches ahead (0: on the step's thread)
   int prefetch = 4;               // batches prepared ahead
   int augment_shift = 0;          // random shift of training samples, pixels (0: none)
+  // The training recipe beyond the optimizer (docs/RECIPE.md). Neutral here (plain torch.optim training);
+  // `ringtrain train` sets its own defaults.
+  std::string lr_schedule = "constant";  // constant | linear | cosine | step (optim/schedule.h)
+  double lr_decay_epochs = 0.0;          // the schedule's decay covers the last this many epochs (0: all)
+  double lr_min_factor = 0.0;            // where the decay ends (step: the factor during the decay)
+  double ema = 0.0;                      // decay of an average of the weights used for evaluation (0: off)
+  double label_smoothing = 0.0;          // targets (1 - eps) one-hot + eps / K (0: plain cross-entropy)
   std::string metrics_path;       // JSON lines, one a log step and one an epoch (rank 0); empty: none
   bool terminal = false;          // draw a progress bar (stdout is a terminal) instead of log lines
   bool quiet = false;             // only the epoch summaries
@@ -103,6 +111,8 @@ class Trainer {
   Position resume_from(const class CheckpointDir& dir, int64_t dataset_size);
   void save_periodic(const class CheckpointDir& dir, const Position& at);
   bool is_logger() const;
+  // --ema: swaps the weights with their average (twice: back again); evaluation runs on the average.
+  void swap_ema();
   bool tensor_parallel() const;
   void load_state(const std::string& path);  // weights + optimizer state, cut into shards under --tp
 
@@ -118,6 +128,7 @@ class Trainer {
   int64_t step_calls_ = 0;                      // steps run by this process (fault injection)
   dist::ProcessGrid* grid_ = nullptr;           // --tp > 1 (set_process_grid)
   AlignedBuffer<float> dlogits_, probs_;
+  optim::LrSchedule schedule_;
 };
 
 }  // namespace ringtrain::train
