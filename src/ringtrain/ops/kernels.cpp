@@ -62,9 +62,11 @@ std::vector<IsaLevel> supported_isas() {
 }
 
 const KernelTable& kernels_for(IsaLevel level) {
-  check(int(level) <= int(detect_isa()),
-        std::string("ISA level '") + isa_name(level) + "' is not supported by this CPU (best: " +
-            isa_name(detect_isa()) + ")");
+  // (not check(): the message would be built - allocated - on every call, and the 16-bit tables' kernels
+  // call this on every pass)
+  if (int(level) > int(detect_isa()))
+    throw Error(std::string("ISA level '") + isa_name(level) + "' is not supported by this CPU (best: " +
+                isa_name(detect_isa()) + ")");
   // Each fast table is filled on first use, by its own ISA's translation unit (ops/cpu/kernels_*.cpp).
   static const KernelTable scalar = [] {
     KernelTable t;

@@ -450,7 +450,8 @@ void crp_forward_c1(float* out, float* saved, const float* inp, const float* wei
 // kernel rows (crp_forward_c1). The saved state keeps the input in bf16 for the backward's column pairs.
 void crp_forward(float* out, float* saved, const float* inp, const float* weight, const float* bias,
                  const Conv2dShape& s) {
-  check(!any_blocked(s) || crp_blocked(s), "bf16 conv+ReLU+pool: blocked activations for a shape that cannot take them");
+  if (any_blocked(s) && !crp_blocked(s))  // (not check(): its message would be allocated on every call)
+    throw Error("bf16 conv+ReLU+pool: blocked activations for a shape that cannot take them");
   if (!fast_conv(s))
     return rounding_kernels_for(IsaLevel::Avx512, Precision::Bf16).conv2d_relu_pool_forward(out, saved, inp, weight, bias, s);
   if (s.C == 1) return crp_forward_c1(out, saved, inp, weight, bias, s);
@@ -652,7 +653,8 @@ inline void unpool_pairs(u32a* DQ, u32a* DK, float* dBl, const DT* dP, const u8*
 
 void crp_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* saved, const float* weight,
                   const Conv2dShape& s) {
-  check(!any_blocked(s) || crp_blocked(s), "bf16 conv+ReLU+pool: blocked activations for a shape that cannot take them");
+  if (any_blocked(s) && !crp_blocked(s))  // (not check(): its message would be allocated on every call)
+    throw Error("bf16 conv+ReLU+pool: blocked activations for a shape that cannot take them");
   if (!fast_conv(s))
     return rounding_kernels_for(IsaLevel::Avx512, Precision::Bf16)
         .conv2d_relu_pool_backward(dinp, dweight, dbias, dout, saved, weight, s);
