@@ -1,7 +1,8 @@
 // The training recipe (docs/RECIPE.md): learning-rate schedules as pure functions of the training position,
 // the exponential moving average of the weights (formula, warm-up, checkpoint round trip, what the trainer
 // evaluates and leaves in the model) and label smoothing (the trainer's update equals the gradient of the
-// smoothed cross-entropy, computed independently here in double precision).
+// smoothed cross-entropy, computed independently here in double precision) and the loader's row-wise
+// random shift (equal to the per-pixel definition).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -249,5 +250,42 @@ TEST(LabelSmoothing, TheUpdateIsTheGradientOfTheSmoothedLoss) {
       scale = std::max(scale, std::abs(double(g[i])));
     }
     EXPECT_LT(worst, 1e-5 * scale) << "eps " << eps;
+  }
+}
+
+// The loader's row-wise shift equals the per-pixel definition out[y][x] = in[y - dy][x - dx] (0 outside),
+// with (dy, dx) drawn from (seed, epoch, sample index), on a non-square image with shifts up to 3 px.
+TEST(Shift, RowWiseCopyEqualsThePerPixelDefinition) {
+  data::Split s;
+  s.count = 40;
+  s.rows = 7;
+  s.cols = 9;
+  std::vector<uint8_t> px(std::size_t(40) * 63);
+  Rng fill(3);
+  for (auto& p : px) p = uint8_t(fill.below(256));
+  s.images = data::ByteArray(std::move(px));
+  s.labels.assign(40, 0);
+  const int max_shift = 3;
+  const uint64_t seed = 17;
+  for (int64_t epoch : {0, 5}) {
+    data::BatchLoader loader(s, 6, 1, 2, data::Augment{max_shift, seed});
+    std::vector<int64_t> order(40);
+    for (int i = 0; i < 40; ++i) order[std::size_t(i)] = (i * 7) % 40;
+    loader.start_epoch(order, 0, epoch);
+    int seen = 0;
+    for (data::Batch b = loader.next(); b.N; b = loader.next())
+      for (int n = 0; n < b.N; ++n, ++seen) {
+        const int64_t index = b.indices[n];
+        Rng rng(mix64(seed ^ mix64(uint64_t(epoch) * 0x100000000ULL + uint64_t(index))));
+        const int dy = int(rng.below(7)) - max_shift, dx = int(rng.below(7)) - max_shift;
+        const uint8_t* in = s.image(index);
+        for (int y = 0; y < 7; ++y)
+          for (int x = 0; x < 9; ++x) {
+            const int sy = y - dy, sx = x - dx;
+            const float want = (sy >= 0 && sy < 7 && sx >= 0 && sx < 9) ? float(in[sy * 9 + sx]) * data::kPixelScale : 0.0f;
+            ASSERT_EQ(b.x[n * 63 + y * 9 + x], want) << "sample " << index << " shift " << dy << "," << dx << " at " << y << "," << x;
+          }
+      }
+    EXPECT_EQ(seen, 40);
   }
 }
