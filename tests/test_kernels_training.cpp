@@ -162,7 +162,9 @@ TEST(KernelTraining, OddBatchWithThreads) {
   }
 }
 
-TEST(KernelTraining, GradientHookFiresPerParameterLayerLastFirst) {
+// The hook runs after every layer, last first (layers without parameters too: the GradReducer moves its
+// all-reduces on there), once that layer's gradients are complete - with threads, summed over slices.
+TEST(KernelTraining, GradientHookFiresPerLayerLastFirst) {
   for (int threads : {1, 2}) {
     auto model = nn::make_lenet5();
     model->init_parameters(1);
@@ -173,7 +175,7 @@ TEST(KernelTraining, GradientHookFiresPerParameterLayerLastFirst) {
     model->forward(k, x.data(), 4);
     std::vector<std::string> order;
     model->backward(k, x.data(), dlogits.data(), 4, [&](const nn::Layer& l) { order.push_back(l.name()); });
-    EXPECT_EQ(order, (std::vector<std::string>{"fc3", "fc2", "fc1", "conv2", "conv1"}));
+    EXPECT_EQ(order, (std::vector<std::string>{"fc3", "relu4", "fc2", "relu3", "fc1", "conv2", "conv1"}));
   }
 }
 
