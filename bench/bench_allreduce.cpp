@@ -4,7 +4,7 @@
 // Reports the median, algorithm bandwidth (bytes / time) and bus bandwidth (x 2(W-1)/W, the bytes each
 // rank actually moves, as nccl-tests do), and ring / mpi. Run it with bench/allreduce.sh.
 //
-//   mpirun -np 2 bench_allreduce [--min-kb 4] [--max-kb 65536] [--repeats 21] [--segment-kb 256]
+//   mpirun -np 2 bench_allreduce [--min-kb 4] [--max-kb 65536] [--repeats 21] [--segment-kb 512]
 #include <mpi.h>
 
 #include <algorithm>
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   int rank = 0, W = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &W);
-  std::size_t min_kb = 4, max_kb = 65536, segment_kb = 256;
+  std::size_t min_kb = 4, max_kb = 65536, segment_kb = dist::RingOptions{}.segment_bytes >> 10;
   int repeats = 21;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
