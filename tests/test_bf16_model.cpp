@@ -21,17 +21,7 @@
 #include "ringtrain/ops/lowp.h"
 #include "ringtrain/optim/optimizer.h"
 
-// Counts heap allocations while armed (replaces the global operator new of this test binary).
-static std::atomic<bool> g_count_allocs{false};
-static std::atomic<long> g_allocs{0};
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t n) {
-  if (g_count_allocs.load(std::memory_order_relaxed)) g_allocs.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "count_allocations.h"
 
 namespace ringtrain {
 namespace {
