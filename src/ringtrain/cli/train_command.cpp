@@ -298,9 +298,9 @@ int train_command(int argc, char** argv, int first) {
                   (long long)st.calls, st.seconds);
     }
     if (dp_comm.size() > 1)
-      std::printf("gradient wait %.3f ms/step after backward (%s, %d buckets), %.1fs in all-reduces\n",
+      std::printf("gradient wait %.3f ms/step after backward (%s, %d buckets), %.3f ms/step in all-reduce calls\n",
                   result.grad_wait_ms_per_step, config.reducer.overlap ? "overlap on" : "overlap off",
-                  result.gradient_buckets, result.allreduce_seconds);
+                  result.gradient_buckets, result.allreduce_ms_per_step);
     if (dp_comm.size() > 1)
       std::printf("all-reduce bytes per step: %.0f sent by each rank (gradients in %s)\n", result.allreduce_bytes_per_step,
                   config.grad_comm.c_str());

@@ -73,6 +73,7 @@ struct TrainResult {
   double data_wait_fraction = 0.0;  // share of training time the step waited for a batch
   double grad_wait_ms_per_step = 0.0;  // time a step waited for gradients after backward (W > 1)
   double allreduce_seconds = 0.0;      // total time inside gradient all-reduces (W > 1)
+  double allreduce_ms_per_step = 0.0;  // the same per step of this process (W > 1)
   int gradient_buckets = 0;            // buckets the gradients were all-reduced in (W > 1)
   double allreduce_bytes_per_step = 0.0;  // gradient bytes one rank sends a step (ring average; W > 1)
   int64_t skipped_steps = 0;           // fp16: steps skipped for inf/NaN gradients
