@@ -78,6 +78,34 @@ TEST_P(HalfAllreduceTest, SumWithinRoundingBoundSameBitsOnEveryRank) {
   }
 }
 
+// The non-blocking form (what the GradReducer drives between layers): the same bits as the blocking call
+// whatever the ranks do between start and completion (rank r makes r idle progress calls; odd ranks
+// complete on test_allreduce() alone); two in a row; bytes as for two sums.
+TEST_P(HalfAllreduceTest, NonBlockingEqualsBlocking) {
+  const int W = world_size(), r = world_rank();
+  MpiCommunicator comm(MPI_COMM_WORLD, {});
+  for (std::size_t n : {std::size_t(1), std::size_t(W + 1), std::size_t(61706)}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    HalfGradCommunicator blocking(comm, GetParam()), overlapped(comm, GetParam());
+    auto want = input(r, n), got = input(r, n), again = input(r, n);
+    blocking.allreduce_sum(want.data(), n);
+    overlapped.start_allreduce_sum(got.data(), n);
+    for (int i = 0; i < r; ++i) overlapped.test_allreduce();
+    if (r % 2 == 0) {
+      overlapped.wait_allreduce();
+    } else {
+      while (!overlapped.test_allreduce()) {
+      }
+    }
+    EXPECT_TRUE(overlapped.test_allreduce()) << "nothing in flight after completion";
+    overlapped.start_allreduce_sum(again.data(), n);
+    overlapped.wait_allreduce();
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), n * sizeof(float))) << "non-blocking differs from blocking";
+    EXPECT_EQ(0, std::memcmp(want.data(), again.data(), n * sizeof(float))) << "second non-blocking sum differs";
+    EXPECT_EQ(overlapped.bytes_sent(), 2 * blocking.bytes_sent());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, HalfAllreduceTest, ::testing::Values(GradComm::Bf16, GradComm::Fp16),
                          [](const auto& info) { return std::string(grad_comm_name(info.param)); });
 

@@ -44,51 +44,79 @@ HalfRingAllreduce::HalfRingAllreduce(MPI_Comm comm, GradComm type) : comm_(comm)
   MPI_Comm_size(comm_, &size_);
 }
 
-void HalfRingAllreduce::run(float* data, std::size_t n) {
-  const int W = size_, r = rank_;
+void HalfRingAllreduce::narrow(uint16_t* dst, const float* src, std::size_t m) const {
+  if (type_ == GradComm::Bf16) float_to_bf16(dst, src, m); else float_to_fp16(dst, src, m);
+}
+
+void HalfRingAllreduce::widen(float* dst, const uint16_t* src, std::size_t m) const {
+  if (type_ == GradComm::Bf16) bf16_to_float(dst, src, m); else fp16_to_float(dst, src, m);
+}
+
+std::size_t HalfRingAllreduce::chunk_begin(int c) const { return ring_chunk_begin(n_, size_, ((c % size_) + size_) % size_); }
+std::size_t HalfRingAllreduce::chunk_len(int c) const {
+  const int m = ((c % size_) + size_) % size_;
+  return ring_chunk_begin(n_, size_, m + 1) - ring_chunk_begin(n_, size_, m);
+}
+
+// Step t < W-1 (reduce-scatter) sends chunk r - t (its fp32 partial sum, rounded) and receives chunk
+// r - t - 1 into recv_ to be added; step W-1+u (all-gather of the reduced chunks: rank r owns chunk r + 1)
+// sends chunk r + 1 - u and receives chunk r - u straight into the 16-bit words, in place.
+void HalfRingAllreduce::post_step() {
+  const int W = size_, r = rank_, t = step_;
+  const bool rs = t < W - 1;
+  const int u = rs ? t : t - (W - 1);
+  const int sc = rs ? r - t : r + 1 - u, rc = rs ? r - t - 1 : r - u;
+  const std::size_t ns = chunk_len(sc), nr = chunk_len(rc);
+  check(ns <= std::size_t(INT32_MAX) && nr <= std::size_t(INT32_MAX), "16-bit all-reduce: chunk too large");
+  uint16_t* recv = rs ? recv_.data() : wire_.data() + chunk_begin(rc);
+  MPI_Irecv(recv, int(nr), MPI_UINT16_T, (r + W - 1) % W, t, comm_, &req_[0]);
+  MPI_Isend(wire_.data() + chunk_begin(sc), int(ns), MPI_UINT16_T, (r + 1) % W, t, comm_, &req_[1]);
+  bytes_sent_ += ns * 2;
+}
+
+void HalfRingAllreduce::complete_step() {
+  if (step_ >= size_ - 1) return;  // all-gather: the words arrived in place
+  const int rc = rank_ - step_ - 1;
+  float* d = data_ + chunk_begin(rc);
+  const std::size_t m = chunk_len(rc);
+  widen(wide_.data(), recv_.data(), m);
+  for (std::size_t i = 0; i < m; ++i) d[i] += wide_[i];
+  narrow(wire_.data() + chunk_begin(rc), d, m);
+}
+
+void HalfRingAllreduce::start(float* data, std::size_t n) {
+  check(!active_, "16-bit all-reduce: a second operation started before the first finished");
+  const int W = size_;
   if (W == 1 || n == 0) return;
-  const bool bf = type_ == GradComm::Bf16;
-  auto narrow = [bf](uint16_t* dst, const float* src, std::size_t m) {
-    if (bf) float_to_bf16(dst, src, m); else float_to_fp16(dst, src, m);
-  };
-  auto widen = [bf](float* dst, const uint16_t* src, std::size_t m) {
-    if (bf) bf16_to_float(dst, src, m); else fp16_to_float(dst, src, m);
-  };
+  data_ = data;
+  n_ = n;
   const std::size_t max_chunk = (n + W - 1) / W + 1;
   if (wire_.size() < n) wire_.resize(n);
   if (recv_.size() < max_chunk) recv_.resize(max_chunk);
   if (wide_.size() < max_chunk) wide_.resize(max_chunk);
-  auto mod = [W](int x) { return ((x % W) + W) % W; };
-  auto begin = [&](int c) { return ring_chunk_begin(n, W, c); };
-  auto len = [&](int c) { return ring_chunk_begin(n, W, c + 1) - ring_chunk_begin(n, W, c); };
-  const int right = (r + 1) % W, left = (r + W - 1) % W;
-  auto exchange = [&](const uint16_t* send, std::size_t ns, uint16_t* recv, std::size_t nr, int tag) {
-    check(ns <= std::size_t(INT32_MAX) && nr <= std::size_t(INT32_MAX), "16-bit all-reduce: chunk too large");
-    // Non-blocking pair + wait_all: waits in the calling thread's poll mode (the GradReducer's thread
-    // yields its core to backward instead of spinning; ring_allreduce.h).
-    MPI_Request req[2];
-    MPI_Irecv(recv, int(nr), MPI_UINT16_T, left, tag, comm_, &req[0]);
-    MPI_Isend(send, int(ns), MPI_UINT16_T, right, tag, comm_, &req[1]);
-    wait_all(2, req);
-    bytes_sent_ += ns * 2;
-  };
   narrow(wire_.data(), data, n);
-  // Reduce-scatter: step t sends chunk r - t (its fp32 partial sum, rounded) and adds chunk r - t - 1.
-  for (int t = 0; t < W - 1; ++t) {
-    const int sc = mod(r - t), rc = mod(r - t - 1);
-    exchange(wire_.data() + begin(sc), len(sc), recv_.data(), len(rc), t);
-    float* d = data + begin(rc);
-    const std::size_t m = len(rc);
-    widen(wide_.data(), recv_.data(), m);
-    for (std::size_t i = 0; i < m; ++i) d[i] += wide_[i];
-    narrow(wire_.data() + begin(rc), d, m);
+  step_ = 0;
+  active_ = true;
+  post_step();
+}
+
+bool HalfRingAllreduce::advance(bool block) {
+  if (!active_) return true;
+  const int steps = 2 * (size_ - 1);
+  while (step_ < steps) {
+    if (block) {
+      wait_all(2, req_);
+    } else {
+      int flag = 0;
+      MPI_Testall(2, req_, &flag, MPI_STATUSES_IGNORE);
+      if (!flag) return false;
+    }
+    complete_step();
+    if (++step_ < steps) post_step();
   }
-  // All-gather of the reduced chunks (rank r owns chunk r + 1), 16-bit words in place.
-  for (int t = 0; t < W - 1; ++t) {
-    const int sc = mod(r + 1 - t), rc = mod(r - t);
-    exchange(wire_.data() + begin(sc), len(sc), wire_.data() + begin(rc), len(rc), W + t);
-  }
-  widen(data, wire_.data(), n);  // every rank, its own chunk included: identical bits everywhere
+  widen(data_, wire_.data(), n_);  // every rank, its own chunk included: identical bits everywhere
+  active_ = false;
+  return true;
 }
 
 HalfGradCommunicator::HalfGradCommunicator(Communicator& inner, GradComm type) : inner_(&inner), type_(type) { init(); }
@@ -112,6 +140,29 @@ void HalfGradCommunicator::allreduce_sum(float* data, std::size_t n) {
   }
   else
     inner_->allreduce_sum(data, n);
+}
+
+void HalfGradCommunicator::start_allreduce_sum(float* data, std::size_t n) {
+  if (!ring_) return inner_->start_allreduce_sum(data, n);
+  check(!pending_guard_, "allreduce_sum: a non-blocking sum started before the previous one completed");
+  if (n == 0) return;
+  pending_guard_.emplace(mpi_->watchdog().arm("allreduce_sum (overlapped)", "float", n, grad_comm_name(type_)));
+  ring_->start(data, n);
+}
+
+bool HalfGradCommunicator::test_allreduce() {
+  if (!ring_) return inner_->test_allreduce();
+  if (!pending_guard_) return true;
+  if (!ring_->progress()) return false;
+  pending_guard_.reset();
+  return true;
+}
+
+void HalfGradCommunicator::wait_allreduce() {
+  if (!ring_) return inner_->wait_allreduce();
+  if (!pending_guard_) return;
+  ring_->finish();
+  pending_guard_.reset();
 }
 
 std::unique_ptr<Communicator> HalfGradCommunicator::duplicate() {
