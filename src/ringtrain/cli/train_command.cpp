@@ -258,7 +258,8 @@ int train_command(int argc, char** argv, int first) {
     held[std::size_t(comm.rank())] = int64_t(mine.params);
     comm.allreduce_sum(held.data(), held.size());
     if (comm.rank() == 0 && !config.quiet) {
-      const int buffers = config.optimizer == "adam" ? 2 : 1;
+      // Adam's two moments (SGD's momentum), plus the weights' average with --ema: all sharded alike.
+      const int buffers = (config.optimizer == "adam" ? 2 : 1) + (config.ema > 0.0 ? 1 : 0);
       std::cout << train::memory_report(model->params(), buffers,
                                         grid ? "rank 0 (dp 0, tp 0 of " + std::to_string(grid->tp()) + ")" : "rank 0");
       if (*std::min_element(held.begin(), held.end()) != *std::max_element(held.begin(), held.end())) {
