@@ -130,7 +130,7 @@ TEST(RingAllreduce, Int64DefaultSegments) { check_ring<int64_t>({}); }
 TEST(RingAllreduce, Fp32SmallSegments) { check_ring<float>({.segment_bytes = 4096}); }
 TEST(RingAllreduce, Int64SmallSegments) { check_ring<int64_t>({.segment_bytes = 4096}); }
 
-// The communication thread's way of waiting (MPI_Test* + sched_yield) gives the same results.
+// Waiting by MPI_Test* + sched_yield (the tensor group's all-reduce) gives the same results.
 TEST(RingAllreduce, YieldPolling) {
   set_thread_poll_mode(PollMode::Yield);
   check_ring<float>({.segment_bytes = 4096});

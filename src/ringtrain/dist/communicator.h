@@ -35,8 +35,8 @@ class Communicator {
   // Copies root's bytes to every rank.
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
   virtual void barrier() = 0;
-  // A new communicator over the same ranks whose traffic never mixes with this one's, so another
-  // thread can use it (GradReducer's communication thread). Collective: every rank must call it.
+  // A new communicator over the same ranks whose traffic never mixes with this one's (the GradReducer's
+  // buckets run on one, so their messages never match anything else's). Collective: every rank must call it.
   virtual std::unique_ptr<Communicator> duplicate() = 0;
 
  private:

@@ -2,10 +2,10 @@
 // all-reduce (our ring, or the library's MPI_Allreduce), every collective guarded by the watchdog.
 //
 // Thread level: ringtrain requires MPI_THREAD_MULTIPLE and fails at start-up if the library does not
-// provide it. Data-path calls are in fact serialized - the GradReducer's communication thread owns its
-// (duplicated) communicator during backward and the main thread only calls MPI between steps - but the
-// watchdog must call MPI_Abort from its own thread while another thread is blocked inside a hung MPI
-// call, and only MULTIPLE makes concurrent calls legal. Open MPI 4.1 (Debian) provides it.
+// provide it. The data path is one thread (the main thread: the GradReducer's buckets, during and after
+// backward, and every other collective), but the watchdog must call MPI_Abort from its own thread while
+// the main thread is blocked inside a hung MPI call, and only MULTIPLE makes concurrent calls legal.
+// Open MPI 4.1 (Debian) provides it.
 #pragma once
 #include <mpi.h>
 

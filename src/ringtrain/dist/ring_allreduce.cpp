@@ -11,14 +11,12 @@ namespace ringtrain::dist {
 
 namespace {
 thread_local PollMode g_poll_mode = PollMode::Spin;
-thread_local const std::atomic<bool>* g_spin_while = nullptr;
 // Called between two MPI_Test* of one wait: yields the core, except during an adaptive wait's first 50 us.
 class Pause {
  public:
   void operator()() {
-    const bool adaptive = g_poll_mode == PollMode::Adaptive ||
-                          (g_spin_while && g_spin_while->load(std::memory_order_relaxed));
-    if (adaptive && std::chrono::steady_clock::now() - start_ < std::chrono::microseconds(50)) return;
+    if (g_poll_mode == PollMode::Adaptive && std::chrono::steady_clock::now() - start_ < std::chrono::microseconds(50))
+      return;
     sched_yield();
   }
 
@@ -27,10 +25,7 @@ class Pause {
 };
 }  // namespace
 
-void set_thread_poll_mode(PollMode mode, const std::atomic<bool>* spin_while) {
-  g_poll_mode = mode;
-  g_spin_while = spin_while;
-}
+void set_thread_poll_mode(PollMode mode) { g_poll_mode = mode; }
 PollMode thread_poll_mode() { return g_poll_mode; }
 
 void wait_request(MPI_Request* r) {

@@ -11,7 +11,6 @@
 #pragma once
 #include <mpi.h>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -28,15 +27,13 @@ inline std::size_t ring_chunk_begin(std::size_t n, int W, int c) {
 int ring_fold_start(std::size_t n, int W, std::size_t i);
 
 // How the calling thread waits for messages. Spin: MPI_Wait* (Open MPI busy-polls: lowest latency, but
-// the thread holds its core however long it waits). Yield: MPI_Test* then sched_yield(), so a thread that
-// shares its core with compute (the GradReducer's communication thread, bound with its rank to one core)
-// lets backward run and still makes progress whenever the core is free. Adaptive: MPI_Test* spinning for
-// the first 50 us of a wait, then yielding between tests (a short wait costs no switch; a long one - a
-// late peer, an oversubscribed or busy machine - does not hold the core). Per thread; default Spin.
-// A thread may also name a flag that, while true, turns its Yield into Adaptive (the GradReducer's thread,
-// once the main thread has finished backward and sleeps waiting for it).
+// the thread holds its core however long it waits). Yield: MPI_Test* then sched_yield(), for a wait that
+// may be long while other work could use the core (the tensor-parallel group's all-reduce, TensorGroupComm).
+// Adaptive: MPI_Test* spinning for the first 50 us of a wait, then yielding between tests (a short wait
+// costs no switch; a long one - a late peer, an oversubscribed or busy machine - does not hold the core;
+// the GradReducer's wait()). Per thread; default Spin.
 enum class PollMode { Spin, Yield, Adaptive };
-void set_thread_poll_mode(PollMode mode, const std::atomic<bool>* spin_while = nullptr);
+void set_thread_poll_mode(PollMode mode);
 PollMode thread_poll_mode();
 // Waits for one request / any of n / all of n in the calling thread's poll mode.
 void wait_request(MPI_Request* r);
