@@ -39,11 +39,8 @@ GradReducer::GradReducer(nn::ParameterSet& params, Communicator& comm, const Gra
   view_bucket_.assign(params_.views().size(), -1);
   for (std::size_t b = 0; b < buckets_.size(); ++b)
     for (int v = buckets_[b].first_view; v <= buckets_[b].last_view; ++v) view_bucket_[v] = int(b);
-  pending_.resize(buckets_.size());
-  for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].last_view - buckets_[b].first_view + 1;
-  view_ready_.assign(params_.views().size(), 0);
-  started_.assign(buckets_.size(), 0);
   ready_.reserve(buckets_.size());
+  begin_step();
   if (world_ > 1) {
     comm_ = comm.duplicate();
     std::size_t largest = 0;
@@ -51,6 +48,15 @@ GradReducer::GradReducer(nn::ParameterSet& params, Communicator& comm, const Gra
     std::vector<float> warm_up(largest, 0.0f);
     comm_->allreduce_sum(warm_up.data(), warm_up.size());
   }
+}
+
+void GradReducer::begin_step() {
+  pending_.resize(buckets_.size());
+  for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].last_view - buckets_[b].first_view + 1;
+  view_ready_.assign(params_.views().size(), 0);
+  started_.assign(buckets_.size(), 0);
+  ready_.clear();
+  next_ready_ = 0;
 }
 
 void GradReducer::on_grads_ready(const nn::Layer& layer) {
@@ -71,6 +77,12 @@ void GradReducer::start(int b) {
   comm_->start_allreduce_sum(params_.grads() + buckets_[b].offset, buckets_[b].count);
 }
 
+void GradReducer::finish_in_flight() {
+  comm_->wait_allreduce();
+  average(in_flight_);
+  in_flight_ = -1;
+}
+
 void GradReducer::average(int b) {
   // A multiply (a third of a divide's cost here); the same bits as sum / W when W is a power of two.
   float* g = params_.grads() + buckets_[b].offset;
@@ -82,10 +94,7 @@ void GradReducer::pump() {
   auto t0 = std::chrono::steady_clock::now();
   // One test, then start the next bucket if the one in flight is done: a layer boundary costs a few
   // microseconds at most (a test that finds nothing is ~0.1 us).
-  if (in_flight_ >= 0 && comm_->test_allreduce()) {
-    average(in_flight_);
-    in_flight_ = -1;
-  }
+  if (in_flight_ >= 0 && comm_->test_allreduce()) finish_in_flight();  // complete: its wait returns at once
   if (in_flight_ < 0 && next_ready_ < ready_.size()) {
     start(ready_[next_ready_++]);
     comm_->test_allreduce();  // hands the first messages to the peers now
@@ -98,37 +107,20 @@ double GradReducer::wait() {
   if (world_ > 1) {
     // Nothing else to do now: an adaptive wait (spins briefly, then yields, so a late peer or a busy
     // machine does not cost a held core).
-    const PollMode saved = thread_poll_mode();
-    set_thread_poll_mode(PollMode::Adaptive);
-    try {
-      if (in_flight_ >= 0) {
-        comm_->wait_allreduce();
-        average(in_flight_);
-        in_flight_ = -1;
-      }
-      // Then the queued buckets in the order they became ready, then those never reported (or every
-      // bucket, with overlap off) in bucket order: the same order on every rank.
-      auto reduce = [&](int b) {
-        start(b);
-        comm_->wait_allreduce();
-        average(b);
-        in_flight_ = -1;
-      };
-      for (; next_ready_ < ready_.size(); ++next_ready_) reduce(ready_[next_ready_]);
-      for (std::size_t b = 0; b < buckets_.size(); ++b)
-        if (!started_[b]) reduce(int(b));
-    } catch (...) {
-      set_thread_poll_mode(saved);
-      throw;
+    ScopedPollMode mode(PollMode::Adaptive);
+    if (in_flight_ >= 0) finish_in_flight();
+    // Then the queued buckets in the order they became ready, then those never reported (or every
+    // bucket, with overlap off) in bucket order: the same order on every rank.
+    for (; next_ready_ < ready_.size(); ++next_ready_) {
+      start(ready_[next_ready_]);
+      finish_in_flight();
     }
-    set_thread_poll_mode(saved);
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
-      pending_[b] = buckets_[b].last_view - buckets_[b].first_view + 1;
-      started_[b] = 0;
+      if (started_[b]) continue;
+      start(int(b));
+      finish_in_flight();
     }
-    std::fill(view_ready_.begin(), view_ready_.end(), 0);
-    ready_.clear();
-    next_ready_ = 0;
+    begin_step();
   }
   double waited = seconds_since(t0);
   stats_.steps += 1;

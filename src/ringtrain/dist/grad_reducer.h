@@ -80,8 +80,10 @@ class GradReducer {
   bool overlap() const { return opt_.overlap; }
 
  private:
-  void pump();             // test the bucket in flight; when done, average it and start the next one
+  void begin_step();        // every bucket waiting for its views again, nothing queued or started
+  void pump();              // test the bucket in flight; when done, average it and start the next one
   void start(int bucket);
+  void finish_in_flight();  // wait for the bucket in flight, average it
   void average(int bucket);  // sum / W, once its all-reduce is complete
 
   nn::ParameterSet& params_;

@@ -18,10 +18,10 @@ void check_tp(int world_size, int tp) {
 void TensorGroupComm::allreduce_sum(float* data, std::size_t n) {
   if (comm_.size() == 1) return;  // a group of one moves nothing
   const auto t0 = std::chrono::steady_clock::now();
-  const PollMode saved = thread_poll_mode();
-  set_thread_poll_mode(poll_);
-  comm_.allreduce_sum(data, n);
-  set_thread_poll_mode(saved);
+  {
+    ScopedPollMode mode(poll_);
+    comm_.allreduce_sum(data, n);
+  }
   stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ++stats_.calls;
   stats_.floats += int64_t(n);

@@ -35,6 +35,17 @@ int ring_fold_start(std::size_t n, int W, std::size_t i);
 enum class PollMode { Spin, Yield, Adaptive };
 void set_thread_poll_mode(PollMode mode);
 PollMode thread_poll_mode();
+// Sets the calling thread's poll mode for a scope and restores the previous one, also when unwinding.
+class ScopedPollMode {
+ public:
+  explicit ScopedPollMode(PollMode mode) : saved_(thread_poll_mode()) { set_thread_poll_mode(mode); }
+  ~ScopedPollMode() { set_thread_poll_mode(saved_); }
+  ScopedPollMode(const ScopedPollMode&) = delete;
+  ScopedPollMode& operator=(const ScopedPollMode&) = delete;
+
+ private:
+  PollMode saved_;
+};
 // Waits for one request / any of n / all of n in the calling thread's poll mode.
 void wait_request(MPI_Request* r);
 int wait_any(int n, MPI_Request* r);
