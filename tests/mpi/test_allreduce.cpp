@@ -209,13 +209,18 @@ TEST(RingAllreduce, ChunksCoverTheBuffer) {
     }
 }
 
-template <typename T>
-void check_communicator(AllreduceAlgorithm algo) {
-  const int W = world_size(), r = world_rank();
+// A communicator's options in these tests: the algorithm, and a watchdog that ends a hung test.
+MpiOptions options(AllreduceAlgorithm algo) {
   MpiOptions opt;
   opt.algorithm = algo;
   opt.timeout_s = 60;
-  MpiCommunicator comm(MPI_COMM_WORLD, opt);
+  return opt;
+}
+
+template <typename T>
+void check_communicator(AllreduceAlgorithm algo) {
+  const int W = world_size(), r = world_rank();
+  MpiCommunicator comm(MPI_COMM_WORLD, options(algo));
   EXPECT_EQ(comm.rank(), r);
   EXPECT_EQ(comm.size(), W);
   for (std::size_t n : lengths()) {
@@ -245,10 +250,7 @@ TEST(MpiCommunicator, MpiYieldPolling) {  // MPI_Iallreduce + test/yield
 // blocking call, for both algorithms, with tests in between; two in a row reuse the communicator.
 void check_nonblocking(AllreduceAlgorithm algo) {
   const int W = world_size(), r = world_rank();
-  MpiOptions opt;
-  opt.algorithm = algo;
-  opt.timeout_s = 60;
-  MpiCommunicator comm(MPI_COMM_WORLD, opt);
+  MpiCommunicator comm(MPI_COMM_WORLD, options(algo));
   for (std::size_t n : lengths()) {
     std::vector<float> x = input<float>(r, n), y = input<float>(r, n);
     comm.start_allreduce_sum(x.data(), n);
