@@ -123,23 +123,23 @@ void MpiCommunicator::allreduce_sum(int64_t* data, std::size_t n) { allreduce(da
 void MpiCommunicator::start_allreduce_sum(float* data, std::size_t n) {
   check(!pending_guard_, "allreduce_sum: a non-blocking sum started before the previous one completed");
   if (size_ == 1 || n == 0) return;
-  pending_guard_.emplace(watchdog_->arm("allreduce_sum (overlapped)", "float", n, allreduce_name(opt_.algorithm)));
-  if (opt_.algorithm == AllreduceAlgorithm::Ring) {
-    ring_->start(data, n);
-  } else if (n <= std::size_t(INT_MAX)) {
-    MPI_Iallreduce(MPI_IN_PLACE, data, int(n), MPI_FLOAT, MPI_SUM, comm_, &pending_mpi_);
-  } else {  // MPI counts are int: the long sum runs in pieces, all in wait_allreduce()
-    pending_data_ = data;
-    pending_n_ = n;
+  if (opt_.algorithm == AllreduceAlgorithm::Mpi && n > std::size_t(INT_MAX)) {
+    // MPI counts are int: the base class defers the sum to wait_allreduce(), where allreduce() runs it
+    // in pieces under its own watchdog guard.
+    Communicator::start_allreduce_sum(data, n);
+    return;
   }
+  pending_guard_.emplace(watchdog_->arm("allreduce_sum (overlapped)", "float", n, allreduce_name(opt_.algorithm)));
+  if (opt_.algorithm == AllreduceAlgorithm::Ring) ring_->start(data, n);
+  else MPI_Iallreduce(MPI_IN_PLACE, data, int(n), MPI_FLOAT, MPI_SUM, comm_, &pending_mpi_);
 }
 
 bool MpiCommunicator::test_allreduce() {
-  if (!pending_guard_) return true;
+  if (!pending_guard_) return Communicator::test_allreduce();
   bool done = false;
   if (opt_.algorithm == AllreduceAlgorithm::Ring) {
     done = ring_->progress();
-  } else if (pending_mpi_ != MPI_REQUEST_NULL) {
+  } else {
     int flag = 0;
     MPI_Test(&pending_mpi_, &flag, MPI_STATUS_IGNORE);
     done = flag != 0;
@@ -149,18 +149,9 @@ bool MpiCommunicator::test_allreduce() {
 }
 
 void MpiCommunicator::wait_allreduce() {
-  if (!pending_guard_) return;
-  if (opt_.algorithm == AllreduceAlgorithm::Ring) {
-    ring_->finish();
-  } else if (pending_mpi_ != MPI_REQUEST_NULL) {
-    wait_request(&pending_mpi_);
-  } else {
-    pending_guard_.reset();  // allreduce() arms its own guard
-    float* data = pending_data_;
-    pending_data_ = nullptr;
-    allreduce(data, pending_n_, MPI_FLOAT, "float");
-    return;
-  }
+  if (!pending_guard_) return Communicator::wait_allreduce();
+  if (opt_.algorithm == AllreduceAlgorithm::Ring) ring_->finish();
+  else wait_request(&pending_mpi_);
   pending_guard_.reset();
 }
 

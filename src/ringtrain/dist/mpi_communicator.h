@@ -96,8 +96,6 @@ class MpiCommunicator final : public Communicator {
   // The non-blocking float sum in flight: the watchdog is armed from start to completion.
   std::optional<Watchdog::Guard> pending_guard_;
   MPI_Request pending_mpi_ = MPI_REQUEST_NULL;  // --allreduce mpi: MPI_Iallreduce's request
-  float* pending_data_ = nullptr;               // a sum too long for one MPI call: done in wait
-  std::size_t pending_n_ = 0;
 };
 
 }  // namespace ringtrain::dist
