@@ -91,6 +91,7 @@ void GradReducer::average(int b) {
 }
 
 void GradReducer::pump() {
+  if (in_flight_ < 0 && next_ready_ == ready_.size()) return;  // nothing in flight, nothing queued
   auto t0 = std::chrono::steady_clock::now();
   // One test, then start the next bucket if the one in flight is done: a layer boundary costs a few
   // microseconds at most (a test that finds nothing is ~0.1 us).
