@@ -19,7 +19,6 @@
 #include "ringtrain/nn/models/lenet5.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/ops/lowp.h"
-#include "ringtrain/optim/schedule.h"
 #include "ringtrain/dist/half_allreduce.h"
 #include "ringtrain/train/checkpoint.h"
 #include "ringtrain/train/memory_report.h"
@@ -176,12 +175,7 @@ int train_command(int argc, char** argv, int first) {
   check(config.max_steps >= 0, "--max-steps must be >= 0");
   check(config.workers >= 0 && config.workers <= 64, "--workers must be between 0 and 64, got " + opt.str("workers"));
   check(config.prefetch >= 1 && config.prefetch <= 1024, "--prefetch must be between 1 and 1024, got " + opt.str("prefetch"));
-  // The recipe's options, before the data is read (the Trainer checks them again, for library users).
-  check(config.ema == 0.0 || (config.ema > 0.0 && config.ema < 1.0), "--ema must be 0 (off) or in (0, 1), got " + opt.str("ema"));
-  check(config.label_smoothing >= 0.0 && config.label_smoothing < 1.0,
-        "--label-smoothing must be in [0, 1), got " + opt.str("label-smoothing"));
-  optim::check_schedule({.kind = config.lr_schedule, .base_lr = config.lr, .epochs = double(config.epochs),
-                         .decay_epochs = config.lr_decay_epochs, .min_factor = config.lr_min_factor});
+  train::check_recipe(config);
   const ops::IsaLevel isa = opt.str("isa") == "auto" ? ops::default_isa() : ops::parse_isa(opt.str("isa"));
   const ops::Precision precision = ops::parse_precision(opt.str("precision"));
   const ops::KernelTable& kernels = ops::kernels_for(isa, precision);

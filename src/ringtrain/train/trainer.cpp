@@ -9,6 +9,7 @@
 #include <limits>
 #include <utility>
 #include <ostream>
+#include <sstream>
 
 #include "ringtrain/core/error.h"
 #include "ringtrain/core/rng.h"
@@ -66,6 +67,28 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& config, std:
   throw Error("optimizer '" + config.optimizer + "' is not one of adam, sgd");
 }
 
+static optim::LrSchedule lr_schedule_of(const TrainConfig& config) {
+  optim::LrSchedule s;
+  s.kind = config.lr_schedule;
+  s.base_lr = config.lr;
+  s.epochs = config.epochs;
+  s.decay_epochs = config.lr_decay_epochs;
+  s.min_factor = config.lr_min_factor;
+  return s;
+}
+
+void check_recipe(const TrainConfig& config) {
+  auto text = [](double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+  };
+  check(config.ema == 0.0 || (config.ema > 0.0 && config.ema < 1.0), "--ema must be 0 (off) or in (0, 1), got " + text(config.ema));
+  check(config.label_smoothing >= 0.0 && config.label_smoothing < 1.0,
+        "--label-smoothing must be in [0, 1), got " + text(config.label_smoothing));
+  optim::check_schedule(lr_schedule_of(config));
+}
+
 Trainer::Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelTable& kernels,
                  dist::Communicator& comm, std::ostream& log)
     : config_(config), model_(model), kernels_(kernels), comm_(comm), log_(log) {
@@ -85,16 +108,9 @@ Trainer::Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelT
   }
   // The recipe (docs/RECIPE.md): the average starts at the (broadcast or --init-from) weights; a resumed
   // run replaces it with the checkpoint's "optim.ema" tensors.
-  check(config.ema == 0.0 || (config.ema > 0.0 && config.ema < 1.0), "--ema must be 0 (off) or in (0, 1), got " + std::to_string(config.ema));
+  check_recipe(config);
   if (config.ema > 0.0) optimizer_->enable_ema(float(config.ema), model_.params().params());
-  check(config.label_smoothing >= 0.0 && config.label_smoothing < 1.0,
-        "--label-smoothing must be in [0, 1), got " + std::to_string(config.label_smoothing));
-  schedule_.kind = config.lr_schedule;
-  schedule_.base_lr = config.lr;
-  schedule_.epochs = config.epochs;
-  schedule_.decay_epochs = config.lr_decay_epochs;
-  schedule_.min_factor = config.lr_min_factor;
-  optim::check_schedule(schedule_);
+  schedule_ = lr_schedule_of(config);
   check(config.precision == "fp32" || config.precision == "bf16" || config.precision == "fp16",
         "--precision must be fp32, bf16 or fp16, got '" + config.precision + "'");
   if (config.precision == "fp16") scaler_ = std::make_unique<optim::LossScaler>();

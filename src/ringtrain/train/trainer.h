@@ -82,6 +82,11 @@ struct TrainResult {
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& config, std::size_t n);
 
+// The recipe's settings (--ema, --label-smoothing, the learning-rate schedule) checked, with one-line
+// errors naming the option. The Trainer checks them when it is built; the train command calls it before
+// any data is read.
+void check_recipe(const TrainConfig& config);
+
 class Trainer {
  public:
   Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelTable& kernels,
