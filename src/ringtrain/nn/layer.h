@@ -1,7 +1,13 @@
-// Layer: the unit a Model is built from. A layer declares its parameters in the model's
-// ParameterSet, learns its per-sample input shape once (configure), then runs forward and backward
-// through a KernelTable on batches of N samples. Activations are owned by the Model.
+// Layer: the unit a Model's graph is built from (a node). A layer learns its per-sample input shape(s)
+// once (configure), then declares its parameters and buffers in the model's ParameterSet (declare), then
+// runs forward and backward through a KernelTable on batches of N samples. Activations and their
+// gradients are owned by the Model (one buffer pair per value of the graph).
+//
+// Most layers read one value (forward/backward below); a layer with several inputs (Add) overrides
+// num_inputs() and the *_inputs members instead. Layers write their outputs (never accumulate): the
+// Model sums the gradient of a value that several layers read.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +15,7 @@
 #include "ringtrain/core/tensor.h"
 #include "ringtrain/core/thread_pool.h"
 #include "ringtrain/nn/parameters.h"
+#include "ringtrain/nn/partials.h"
 #include "ringtrain/ops/kernels.h"
 
 namespace ringtrain::nn {
@@ -23,47 +30,98 @@ struct Slice {
   bool empty() const { return n1 <= n0; }
 };
 
+// What a forward pass depends on beyond its tensors (Model::set_step): train or eval mode, and what a
+// dropout mask is a pure function of - the run's seed, the step, and each sample's dataset index - so a
+// resumed run draws the same masks, whatever the world size.
+struct StepContext {
+  bool training = true;
+  uint64_t seed = 0;
+  int64_t step = 0;
+  const int64_t* sample_ids = nullptr;  // N dataset indices of the batch (null: positions 0..N-1)
+  int64_t sample_id(int n) const { return sample_ids ? sample_ids[n] : n; }
+};
+
 class Layer {
  public:
   explicit Layer(std::string name) : name_(std::move(name)) {}
   virtual ~Layer() = default;
   const std::string& name() const { return name_; }
 
-  // Registers this layer's parameters (PyTorch names "<layer>.weight", "<layer>.bias").
-  virtual void declare(ParameterSet& params) {}
-  // Given the per-sample input shape, returns the per-sample output shape.
+  // ---- building (once, in this order) ----
+  // Given the per-sample input shape, returns the per-sample output shape (single-input layers).
   virtual Shape configure(const Shape& in) = 0;
+  // Layers with several inputs: the inputs' per-sample shapes. The default takes exactly one.
+  virtual int num_inputs() const { return 1; }
+  virtual Shape configure_inputs(const std::vector<Shape>& in);
+  // Registers this layer's parameters (PyTorch names "<layer>.weight", "<layer>.bias", each with its
+  // Init) and buffers, after configure.
+  virtual void declare(ParameterSet& params) {}
   // Sizes per-batch workspaces (e.g. pooling's argmax) for batches up to max_batch.
   virtual void reserve(int max_batch) {}
+  // Multiply-adds (or comparable operations) of one sample's forward pass: the FLOP counts of the
+  // benchmarks are 2x this (forward) and 6x (a training step) summed over the layers.
+  virtual double forward_macs() const { return 0.0; }
+
+  // ---- running ----
+  // Where the Model keeps the mode and step (set_step): valid from configure on.
+  void set_context(const StepContext* ctx) { ctx_ = ctx; }
+  bool training() const { return !ctx_ || ctx_->training; }
   virtual void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) = 0;
   // Writes parameter gradients into p.grads() and, when din is not null, the input gradient.
   virtual void backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
                         const float* dout, float* din, int N) = 0;
+  // Several inputs (num_inputs() > 1): in[i] per input, din[i] per input (an entry may be null: no
+  // gradient wanted). s is the whole batch ({N, 0, N, 0}) unless the layer supports slices.
+  virtual void forward_inputs(const ops::KernelTable& k, ParameterSet& p, const float* const* in, float* out,
+                              const Slice& s);
+  virtual void backward_inputs(const ops::KernelTable& k, ParameterSet& p, const float* const* in, const float* out,
+                               const float* dout, float* const* din, const Slice& s);
   // Indices into the ParameterSet of the parameters this layer owns.
   const std::vector<int>& param_indices() const { return param_indices_; }
 
-  // Threads (Model::set_threads). A layer that can run on slices of a batch overrides the members below;
-  // the model then runs every layer of a step on T slices at once, one per thread, and calls
-  // reduce_grads() on the calling thread once every slice of the layer's backward is done.
+  // ---- threads (Model::set_threads) ----
+  // A layer that can run on slices of a batch overrides the members below; the model then runs every
+  // such layer of a step on T slices at once, one per thread, and calls reduce_grads() on the calling
+  // thread once every slice of the layer's backward is done.
   virtual bool supports_slices() const { return false; }
+  // A layer that must see the whole batch at once in this mode (batch norm in training: the statistics
+  // are over the batch) is a meeting point: the threads finish the layers before it, the calling thread
+  // runs it on the whole batch (forward/backward), then the threads go on.
+  virtual bool needs_whole_batch() const { return false; }
   // Sets the thread count the per-thread workspaces are sized for (reserve() follows).
   void set_threads(int threads) { threads_ = threads; }
   // Single-threaded preparation before a sliced forward with table k (e.g. first-use buffers).
   virtual void prepare(const ops::KernelTable& k) {}
   // Like forward/backward, on samples [s.n0, s.n1) of the batch: in, out, dout and din point at the
   // slice's first sample (s.n0 only locates the layer's own per-sample state, e.g. pooling argmax).
-  // Parameter gradients of slice t go to the layer's own slot t (t = 0: the ParameterSet's gradients).
+  // Parameter gradients of slice t go to slot t (grad_slot(); t = 0: the ParameterSet's gradients).
   virtual void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s);
   virtual void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
                               const float* dout, float* din, const Slice& s);
-  // Adds the slots of slices 1..T-1 into the ParameterSet's gradients, in slice order.
-  virtual void reduce_grads(ParameterSet& p) {}
+  // Adds the slots of slices 1..T-1 into the ParameterSet's gradients, in slice order. The default sums
+  // the slots grad_slot() handed out; layers with their own partial buffers override it.
+  virtual void reduce_grads(ParameterSet& p);
+  // Sizes the default per-slice gradient slots for the layer's parameters (Model::set_threads / reserve).
+  void reserve_grad_slots(const ParameterSet& p);
 
  protected:
   int threads() const { return threads_; }
+  const StepContext& context() const {
+    static const StepContext none;
+    return ctx_ ? *ctx_ : none;
+  }
+  // Where slice s writes the gradient of this layer's i-th parameter (param_indices()[i]); a slice
+  // must write (not accumulate) every element, including an empty slice (zeros).
+  float* grad_slot(ParameterSet& p, int i, const Slice& s) {
+    return slots_.slot(s.t, i, p.grad(param_indices_[std::size_t(i)]));
+  }
   int threads_ = 1;
   std::string name_;
   std::vector<int> param_indices_;
+  const StepContext* ctx_ = nullptr;
+
+ private:
+  GradPartials slots_;
 };
 
 using LayerList = std::vector<std::unique_ptr<Layer>>;

@@ -8,13 +8,49 @@
 
 namespace ringtrain::nn {
 
+int GraphBuilder::add(std::unique_ptr<Layer> layer, std::vector<int> inputs) {
+  const int values = int(nodes_.size()) + 1;
+  for (int v : inputs)
+    check(v >= 0 && v < values, "graph: layer '" + layer->name() + "' reads value " + std::to_string(v) +
+                                    ", which is not written before it");
+  nodes_.push_back({std::move(layer), std::move(inputs)});
+  last_ = int(nodes_.size());
+  return last_;
+}
+
+std::unique_ptr<Model> GraphBuilder::build() { return std::make_unique<Model>(input_, std::move(nodes_)); }
+
+Model::Model(Shape input, std::vector<Node> nodes) : input_(std::move(input)) {
+  for (Node& n : nodes) {
+    layers_.push_back(std::move(n.layer));
+    inputs_.push_back(std::move(n.inputs));
+  }
+  build();
+}
+
 Model::Model(Shape input, LayerList layers) : input_(std::move(input)), layers_(std::move(layers)) {
+  for (std::size_t i = 0; i < layers_.size(); ++i) inputs_.push_back({int(i)});
+  build();
+}
+
+void Model::build() {
   check(!layers_.empty(), "model: no layers");
-  Shape shape = input_;
-  for (auto& layer : layers_) {
-    layer->declare(params_);
-    shape = layer->configure(shape);
-    shapes_.push_back(shape);
+  shapes_.push_back(input_);
+  consumers_.assign(layers_.size() + 1, 0);
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    Layer& layer = *layers_[i];
+    check(int(inputs_[i].size()) == layer.num_inputs(),
+          "model: layer '" + layer.name() + "' takes " + std::to_string(layer.num_inputs()) + " input(s), given " +
+              std::to_string(inputs_[i].size()));
+    std::vector<Shape> in;
+    for (int v : inputs_[i]) {
+      check(v >= 0 && v <= int(i), "model: layer '" + layer.name() + "' reads a value not written before it");
+      in.push_back(shapes_[std::size_t(v)]);
+      ++consumers_[std::size_t(v)];
+    }
+    layer.set_context(&ctx_);
+    shapes_.push_back(layer.num_inputs() == 1 ? layer.configure(in[0]) : layer.configure_inputs(in));
+    layer.declare(params_);
   }
   params_.allocate();
   done_ = std::make_unique<std::atomic<int>[]>(layers_.size());
@@ -24,26 +60,58 @@ void Model::init_parameters(uint64_t seed) {
   Rng rng(seed);
   for (std::size_t i = 0; i < params_.views().size(); ++i) {
     const ParamView& v = params_.views()[i];
-    float bound = 1.0f / std::sqrt(float(v.fan_in));
     float* p = params_.param(int(i));
-    for (std::size_t j = 0; j < v.numel; ++j) p[j] = rng.uniform(-bound, bound);
+    const float a = float(v.init.a);
+    switch (v.init.kind) {
+      case Init::FanInUniform: {
+        const float bound = 1.0f / std::sqrt(float(v.fan_in));
+        for (std::size_t j = 0; j < v.numel; ++j) p[j] = rng.uniform(-bound, bound);
+        break;
+      }
+      case Init::Uniform:
+        for (std::size_t j = 0; j < v.numel; ++j) p[j] = rng.uniform(-a, a);
+        break;
+      case Init::Normal:
+        for (std::size_t j = 0; j < v.numel; ++j) p[j] = a * rng.normal();
+        break;
+      case Init::TruncNormal:
+        for (std::size_t j = 0; j < v.numel; ++j) {
+          float x = a * rng.normal();
+          while (x < -2.0f || x > 2.0f) x = a * rng.normal();
+          p[j] = x;
+        }
+        break;
+      case Init::Constant:
+        std::fill(p, p + v.numel, a);
+        break;
+    }
   }
+  params_.reset_buffers();
 }
 
 void Model::reserve(int max_batch) {
   check(max_batch > 0, "model: batch size must be positive");
   if (max_batch <= max_batch_) return;
   max_batch_ = max_batch;
-  acts_.resize(layers_.size());
+  acts_.resize(shapes_.size());
+  grads_.resize(shapes_.size());
   int64_t largest = shape_numel(input_);
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    acts_[i].resize(std::size_t(max_batch) * shape_numel(shapes_[i]));
-    largest = std::max(largest, shape_numel(shapes_[i]));
-    layers_[i]->reserve(max_batch);
+  for (std::size_t v = 1; v < shapes_.size(); ++v) {
+    acts_[v].resize(std::size_t(max_batch) * per_sample(int(v)));
+    // The last value's gradient is the caller's dlogits; unread values get none.
+    if (v + 1 < shapes_.size() && consumers_[v] > 0) grads_[v].resize(std::size_t(max_batch) * per_sample(int(v)));
+    largest = std::max(largest, shape_numel(shapes_[v]));
+  }
+  for (auto& layer : layers_) {
+    layer->reserve(max_batch);
+    layer->reserve_grad_slots(params_);
   }
   largest_ = largest;
-  grad_a_.resize(std::size_t(max_batch) * largest);
-  grad_b_.resize(std::size_t(max_batch) * largest);
+  bool fans_out = false;
+  for (std::size_t v = 1; v < consumers_.size(); ++v) fans_out |= consumers_[v] > 1;
+  // Two inputs of one node may both need a second buffer (x + x): two regions.
+  fanout_.resize(fans_out ? 2 * std::size_t(max_batch) * largest : 0);
+  written_.assign(std::size_t(threads()), std::vector<uint8_t>(shapes_.size(), 0));
 }
 
 void Model::set_threads(int threads) {
@@ -51,7 +119,8 @@ void Model::set_threads(int threads) {
   if (threads == this->threads()) return;
   if (threads > 1)
     for (auto& layer : layers_)
-      check(layer->supports_slices(), "model: layer '" + layer->name() + "' cannot be split across threads");
+      check(layer->supports_slices() || layer->needs_whole_batch(),
+            "model: layer '" + layer->name() + "' cannot be split across threads");
   pool_ = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
   for (auto& layer : layers_) layer->set_threads(threads);
   const int batch = max_batch_;
@@ -59,79 +128,167 @@ void Model::set_threads(int threads) {
   if (batch > 0) reserve(batch);
 }
 
+double Model::forward_macs() const {
+  double macs = 0.0;
+  for (const auto& layer : layers_) macs += layer->forward_macs();
+  return macs;
+}
+
+std::size_t Model::activation_floats() const {
+  std::size_t n = fanout_.size();
+  for (std::size_t v = 1; v < shapes_.size(); ++v) n += acts_[v].size() + grads_[v].size();
+  return n;
+}
+
+const float* Model::act(int v, const float* x, int n0) const {
+  return (v == 0 ? x : acts_[std::size_t(v)].data()) + std::size_t(n0) * per_sample(v);
+}
+
+float* Model::grad(int v, int n0) { return grads_[std::size_t(v)].data() + std::size_t(n0) * per_sample(v); }
+
+void Model::forward_node(const ops::KernelTable& k, std::size_t i, const float* x, const Slice& s, bool sliced) {
+  Layer& layer = *layers_[i];
+  float* out = acts_[i + 1].data() + std::size_t(s.n0) * per_sample(int(i) + 1);
+  const std::vector<int>& in = inputs_[i];
+  if (layer.num_inputs() == 1) {
+    const float* a = act(in[0], x, s.n0);
+    if (sliced)
+      layer.forward_slice(k, params_, a, out, s);
+    else
+      layer.forward(k, params_, a, out, s.N);
+    return;
+  }
+  const float* ins[8];
+  for (std::size_t j = 0; j < in.size(); ++j) ins[j] = act(in[j], x, s.n0);
+  layer.forward_inputs(k, params_, ins, out, s);
+}
+
+void Model::backward_node(const ops::KernelTable& k, std::size_t i, const float* x, const float* dlogits,
+                          const Slice& s, bool sliced) {
+  Layer& layer = *layers_[i];
+  const int out_v = int(i) + 1;
+  const float* out = act(out_v, x, s.n0);
+  const float* dout =
+      std::size_t(out_v) + 1 == shapes_.size() ? dlogits + std::size_t(s.n0) * per_sample(out_v) : grad(out_v, s.n0);
+  // Each input's gradient goes straight into its value's buffer the first time backward reaches the
+  // value; a value read again (fan-out) is written into a second buffer and added (in node order, so the
+  // sum's order is fixed).
+  std::vector<uint8_t>& written = written_[std::size_t(s.t)];
+  const std::vector<int>& in = inputs_[i];
+  float* dins[8];
+  bool added[8];
+  for (std::size_t j = 0; j < in.size(); ++j) {
+    const int v = in[j];
+    added[j] = false;
+    if (v == 0) {
+      dins[j] = nullptr;
+    } else if (!written[std::size_t(v)]) {
+      dins[j] = grad(v, s.n0);
+      written[std::size_t(v)] = 1;
+    } else {
+      dins[j] = fanout_.data() + (j * std::size_t(max_batch_) + s.n0) * largest_;
+      added[j] = true;
+    }
+  }
+  if (layer.num_inputs() == 1) {
+    const float* a = act(in[0], x, s.n0);
+    if (sliced)
+      layer.backward_slice(k, params_, a, out, dout, dins[0], s);
+    else
+      layer.backward(k, params_, a, out, dout, dins[0], s.N);
+  } else {
+    const float* ins[8];
+    for (std::size_t j = 0; j < in.size(); ++j) ins[j] = act(in[j], x, s.n0);
+    layer.backward_inputs(k, params_, ins, out, dout, dins, s);
+  }
+  for (std::size_t j = 0; j < in.size(); ++j) {
+    if (!added[j]) continue;
+    float* g = grad(in[j], s.n0);
+    const std::size_t n = std::size_t(s.size()) * per_sample(in[j]);
+    for (std::size_t e = 0; e < n; ++e) g[e] += dins[j][e];
+  }
+}
+
 const float* Model::forward(const ops::KernelTable& k, const float* x, int N) {
   // (no check(): its message would be built, i.e. allocated, on every step)
   if (N <= 0 || N > max_batch_)
     throw Error("model: batch of " + std::to_string(N) + " exceeds the reserved " + std::to_string(max_batch_));
+  const Slice whole{N, 0, N, 0};
   if (!pool_) {
-    const float* in = x;
-    for (std::size_t i = 0; i < layers_.size(); ++i) {
-      layers_[i]->forward(k, params_, in, acts_[i].data(), N);
-      in = acts_[i].data();
-    }
-    return in;
+    for (std::size_t i = 0; i < layers_.size(); ++i) forward_node(k, i, x, whole, false);
+    return acts_.back().data();
   }
   for (auto& layer : layers_) layer->prepare(k);
   const int T = pool_->size();
-  pool_->run([&](int t) {
-    auto [n0, n1] = slice_of(N, T, t, kSliceAlign);
-    const Slice s{N, n0, n1, t};
-    const float* in = x + std::size_t(n0) * shape_numel(input_);
-    for (std::size_t i = 0; i < layers_.size(); ++i) {
-      float* out = acts_[i].data() + std::size_t(n0) * shape_numel(shapes_[i]);
-      layers_[i]->forward_slice(k, params_, in, out, s);
-      in = out;
+  // Runs of sliceable layers on T threads, the layers that need the whole batch between them.
+  for (std::size_t a = 0; a < layers_.size();) {
+    if (layers_[a]->needs_whole_batch()) {
+      forward_node(k, a++, x, whole, false);
+      continue;
     }
-  });
+    std::size_t b = a;
+    while (b < layers_.size() && !layers_[b]->needs_whole_batch()) ++b;
+    pool_->run([&](int t) {
+      auto [n0, n1] = slice_of(N, T, t, kSliceAlign);
+      const Slice s{N, n0, n1, t};
+      for (std::size_t i = a; i < b; ++i) forward_node(k, i, x, s, true);
+    });
+    a = b;
+  }
   return acts_.back().data();
 }
 
 void Model::backward(const ops::KernelTable& k, const float* x, const float* dlogits, int N,
                      const GradReadyHook& on_grads_ready) {
-  float* spare[2] = {grad_a_.data(), grad_b_.data()};
+  for (auto& w : written_) std::fill(w.begin(), w.end(), uint8_t(0));
+  const Slice whole{N, 0, N, 0};
   if (!pool_) {
-    const float* dout = dlogits;
     for (std::size_t i = layers_.size(); i-- > 0;) {
-      const float* in = i == 0 ? x : acts_[i - 1].data();
-      float* din = i == 0 ? nullptr : spare[i % 2];
-      layers_[i]->backward(k, params_, in, acts_[i].data(), dout, din, N);
+      backward_node(k, i, x, dlogits, whole, false);
       if (on_grads_ready) on_grads_ready(*layers_[i]);
-      dout = din;
     }
     return;
   }
   const int T = pool_->size();
-  for (std::size_t i = 0; i < layers_.size(); ++i) done_[i].store(0, std::memory_order_relaxed);
-  pool_->run([&](int t) {
-    auto [n0, n1] = slice_of(N, T, t, kSliceAlign);
-    const Slice s{N, n0, n1, t};
-    // Slice-local pointers; in the two gradient buffers each slice owns samples [n0, n1) at the
-    // largest per-sample size, so slices at different layers never overlap.
-    const float* dout = dlogits + std::size_t(n0) * num_classes();
-    float* mine[2] = {spare[0] + std::size_t(n0) * largest_, spare[1] + std::size_t(n0) * largest_};
-    for (std::size_t i = layers_.size(); i-- > 0;) {
-      const float* in = i == 0 ? x + std::size_t(n0) * shape_numel(input_)
-                               : acts_[i - 1].data() + std::size_t(n0) * shape_numel(shapes_[i - 1]);
-      const float* out = acts_[i].data() + std::size_t(n0) * shape_numel(shapes_[i]);
-      float* din = i == 0 ? nullptr : mine[i % 2];
-      layers_[i]->backward_slice(k, params_, in, out, dout, din, s);
-      dout = din;
-      if (layers_[i]->param_indices().empty()) {
-        if (t == 0 && on_grads_ready) on_grads_ready(*layers_[i]);
-        continue;
-      }
-      if (t > 0) {
-        done_[i].fetch_add(1, std::memory_order_release);  // workers never wait: on to the next layer
-        continue;
-      }
-      // The caller's thread: once every slice has this layer's gradients, sum them and call the hook,
-      // while the other threads go on with the layers below.
-      for (int spins = 0; done_[i].load(std::memory_order_acquire) < T - 1; ++spins)
-        if (spins > 2000) std::this_thread::yield();
-      layers_[i]->reduce_grads(params_);
-      if (on_grads_ready) on_grads_ready(*layers_[i]);
+  // Sliced runs [a, b) backwards, whole-batch layers on the calling thread between them; in the written_
+  // flags the calling thread's (t = 0) stand for the whole batch.
+  for (std::size_t b = layers_.size(); b > 0;) {
+    if (layers_[b - 1]->needs_whole_batch()) {
+      --b;
+      // Threads 1..T-1 may have written parts of the inputs' gradients: a whole-batch layer sees the
+      // union, so every slice's flags must agree (they do: slices run the same nodes).
+      backward_node(k, b, x, dlogits, whole, false);
+      for (int t = 1; t < T; ++t)
+        for (int v : inputs_[b]) written_[std::size_t(t)][std::size_t(v)] = written_[0][std::size_t(v)];
+      if (on_grads_ready) on_grads_ready(*layers_[b]);
+      continue;
     }
-  });
+    std::size_t a = b;
+    while (a > 0 && !layers_[a - 1]->needs_whole_batch()) --a;
+    for (std::size_t i = a; i < b; ++i) done_[i].store(0, std::memory_order_relaxed);
+    pool_->run([&](int t) {
+      auto [n0, n1] = slice_of(N, T, t, kSliceAlign);
+      const Slice s{N, n0, n1, t};
+      for (std::size_t i = b; i-- > a;) {
+        backward_node(k, i, x, dlogits, s, true);
+        if (layers_[i]->param_indices().empty()) {
+          if (t == 0 && on_grads_ready) on_grads_ready(*layers_[i]);
+          continue;
+        }
+        if (t > 0) {
+          done_[i].fetch_add(1, std::memory_order_release);  // workers never wait: on to the next layer
+          continue;
+        }
+        // The caller's thread: once every slice has this layer's gradients, sum them and call the hook,
+        // while the other threads go on with the layers below.
+        for (int spins = 0; done_[i].load(std::memory_order_acquire) < T - 1; ++spins)
+          if (spins > 2000) std::this_thread::yield();
+        layers_[i]->reduce_grads(params_);
+        if (on_grads_ready) on_grads_ready(*layers_[i]);
+      }
+    });
+    b = a;
+  }
 }
 
 }  // namespace ringtrain::nn

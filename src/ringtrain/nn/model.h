@@ -1,5 +1,8 @@
-// Model: a sequence of layers with its ParameterSet and its activation buffers.
-// Activations are sized once by reserve(max_batch); forward and backward then allocate nothing.
+// Model: a graph of layers (nodes in topological order, each reading one or more values) with its
+// ParameterSet and its activation buffers. Value 0 is the model input; value i + 1 is node i's output;
+// the last node's output is the logits. Every value owns an activation buffer and a gradient buffer,
+// sized once by reserve(max_batch); forward and backward then allocate nothing. Backward runs the nodes
+// in reverse; a value read by several nodes (a residual branch) gets the sum of their gradients.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -11,20 +14,48 @@
 
 namespace ringtrain::nn {
 
+// One node of a graph: a layer and the values it reads.
+struct Node {
+  std::unique_ptr<Layer> layer;
+  std::vector<int> inputs;
+};
+
+// Builds a graph node by node: each add() returns the value its layer writes.
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(Shape input) : input_(std::move(input)) {}
+  static constexpr int kInput = 0;  // the model input's value
+  // Appends a node reading `inputs`; returns its output value.
+  int add(std::unique_ptr<Layer> layer, std::vector<int> inputs);
+  // Appends a node reading the last value written (the input before any node).
+  int add(std::unique_ptr<Layer> layer) { return add(std::move(layer), std::vector<int>{last_}); }
+  int last() const { return last_; }
+  // The model; its output is the last node's value.
+  std::unique_ptr<class Model> build();
+
+ private:
+  Shape input_;
+  std::vector<Node> nodes_;
+  int last_ = kInput;
+};
+
 class Model {
  public:
-  // input: per-sample input shape, e.g. [1,28,28].
+  // input: per-sample input shape, e.g. [1,28,28]. Nodes must read only earlier values.
+  Model(Shape input, std::vector<Node> nodes);
+  // A chain: every layer reads the previous one's output.
   Model(Shape input, LayerList layers);
 
-  // PyTorch's default initialisation: every weight and bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in))
-  // (kaiming_uniform with a = sqrt(5) reduces to this bound), drawn in state_dict order from seed.
+  // Every parameter initialised as its layer declared (ParamView::init: PyTorch's initialisation for the
+  // module), drawn tensor by tensor in state_dict order from seed; buffers reset to their initial values.
   void init_parameters(uint64_t seed);
   // Sizes activation buffers for batches of up to max_batch samples (no-op if already large enough).
   void reserve(int max_batch);
   // Splits every step across `threads` threads of one pool owned by the model (the caller is thread 0,
   // so threads - 1 workers start; 1, the default, runs everything on the caller). Each thread runs the
-  // whole forward, then the whole backward, on its slice of the batch (whole blocks of 16 samples), so
-  // threads meet only twice a step; each layer's parameter gradients are summed over the slices in slice
+  // layers on its slice of the batch (whole blocks of 16 samples), so threads meet only at the ends of a
+  // pass and at layers that need the whole batch (Layer::needs_whole_batch: batch norm in training), which
+  // the calling thread runs alone. Each layer's parameter gradients are summed over the slices in slice
   // order (the same result every run for a given T) on the calling thread, which then calls the hook.
   // May be called between steps; re-sizes the per-thread workspaces for the reserved batch. Throws if a
   // layer cannot run on slices.
@@ -33,6 +64,17 @@ class Model {
   // The model's pool (null with one thread), for the caller's own per-step work, e.g. slicing the
   // optimizer update with parallel_run(model.thread_pool(), ...).
   ThreadPool* thread_pool() { return pool_.get(); }
+
+  // Train or eval mode (batch norm's statistics, dropout); training by default.
+  void set_training(bool training) { ctx_.training = training; }
+  bool training() const { return ctx_.training; }
+  // What the next forward's dropout masks depend on (StepContext): the run's seed, the step, the batch's
+  // dataset indices (N of them, valid until the backward; null: positions in the batch).
+  void set_step(uint64_t seed, int64_t step, const int64_t* sample_ids) {
+    ctx_.seed = seed;
+    ctx_.step = step;
+    ctx_.sample_ids = sample_ids;
+  }
 
   // Runs the layers on x [N, input...]; returns the logits [N, num_classes()].
   const float* forward(const ops::KernelTable& k, const float* x, int N);
@@ -47,21 +89,44 @@ class Model {
   ParameterSet& params() { return params_; }
   const ParameterSet& params() const { return params_; }
   const LayerList& layers() const { return layers_; }
+  // The values node i reads.
+  const std::vector<int>& inputs_of(std::size_t node) const { return inputs_[node]; }
   const Shape& input_shape() const { return input_; }
+  // Per-sample shape of a value (0: the input).
+  const Shape& value_shape(int value) const { return shapes_[std::size_t(value)]; }
   int num_classes() const { return int(shape_numel(shapes_.back())); }
   int max_batch() const { return max_batch_; }
+  // One sample's forward multiply-adds, summed over the layers (Layer::forward_macs).
+  double forward_macs() const;
+  // Floats of activations and activation gradients the reserved batch holds.
+  std::size_t activation_floats() const;
 
  private:
+  void build();
+  // Runs node i's forward / backward on one slice (or the whole batch) of the values.
+  void forward_node(const ops::KernelTable& k, std::size_t i, const float* x, const Slice& s, bool sliced);
+  void backward_node(const ops::KernelTable& k, std::size_t i, const float* x, const float* dlogits, const Slice& s,
+                     bool sliced);
+  // Pointers to sample s.n0 of value v's activation / gradient.
+  const float* act(int v, const float* x, int n0) const;
+  float* grad(int v, int n0);
+  std::size_t per_sample(int v) const { return std::size_t(shape_numel(shapes_[std::size_t(v)])); }
+
   Shape input_;
   LayerList layers_;
-  std::vector<Shape> shapes_;                 // shapes_[i]: per-sample output of layer i
+  std::vector<std::vector<int>> inputs_;      // inputs_[i]: the values node i reads
+  std::vector<Shape> shapes_;                 // shapes_[v]: per-sample shape of value v
+  std::vector<int> consumers_;                // consumers_[v]: how many node inputs read value v
   ParameterSet params_;
-  std::vector<AlignedBuffer<float>> acts_;    // acts_[i]: output of layer i
-  AlignedBuffer<float> grad_a_, grad_b_;      // ping-pong buffers for activation gradients
+  StepContext ctx_;
+  std::vector<AlignedBuffer<float>> acts_;    // acts_[v]: value v's activations (v >= 1)
+  std::vector<AlignedBuffer<float>> grads_;   // grads_[v]: value v's gradient (v >= 1 that someone reads)
+  AlignedBuffer<float> fanout_;               // a second gradient buffer for values read more than once
+  std::vector<std::vector<uint8_t>> written_; // written_[t][v]: slice t has written value v's gradient
   int max_batch_ = 0;
-  int64_t largest_ = 0;                       // largest per-sample activation, in floats
+  int64_t largest_ = 0;                       // largest per-sample value, in floats
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<std::atomic<int>[]> done_;  // per layer: slices 1..T-1 whose backward finished
+  std::unique_ptr<std::atomic<int>[]> done_;  // per node: slices 1..T-1 whose backward finished
 };
 
 }  // namespace ringtrain::nn

@@ -31,9 +31,13 @@ class GradPartials {
   }
   void zero_slot(int t, int i, float* final_grad) { std::memset(slot(t, i, final_grad), 0, sizes_[i] * sizeof(float)); }
   // final_grads[i] += sum over t = 1..T-1 of slot(t, i), in slice order.
-  void reduce(std::initializer_list<float*> final_grads) {
+  void reduce(std::initializer_list<float*> final_grads) { reduce_into(final_grads.begin()); }
+  void reduce(const std::vector<float*>& final_grads) { reduce_into(final_grads.data()); }
+
+ private:
+  void reduce_into(float* const* final_grads) {
     for (std::size_t i = 0; i < sizes_.size(); ++i) {
-      float* g = final_grads.begin()[i];
+      float* g = final_grads[i];
       for (int t = 1; t < threads_; ++t) {
         const float* src = buffer_.data() + std::size_t(t - 1) * stride_ + offsets_[i];
         for (std::size_t j = 0; j < sizes_[i]; ++j) g[j] += src[j];
@@ -41,7 +45,6 @@ class GradPartials {
     }
   }
 
- private:
   std::vector<std::size_t> sizes_, offsets_;
   std::size_t stride_ = 0;
   int threads_ = 1;

@@ -54,6 +54,16 @@ struct KernelTable {
                                 float scale) = nullptr;
   // Adam update of n floats (adam.h); bit-identical at every level.
   void (*adam_step)(float* params, const float* grads, float* m, float* v, std::size_t n, const AdamStep& a) = nullptr;
+
+  // ---- the zoo's convolution and pooling ops (general conv, depthwise, pooling) ----
+
+  // ---- end of the zoo's convolution and pooling ops ----
+
+
+
+  // ---- the zoo's normalisation, activation and Transformer ops ----
+
+  // ---- end of the zoo's normalisation, activation and Transformer ops ----
 };
 
 // The reference kernels (always available).

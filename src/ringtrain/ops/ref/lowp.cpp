@@ -84,6 +84,15 @@ struct Wrap {
     }
     t.linear_forward = lin_fwd;
     t.linear_backward = lin_bwd;
+    // ---- the zoo's convolution and pooling ops ----
+
+    // ---- end of the zoo's convolution and pooling ops ----
+
+
+
+    // ---- the zoo's normalisation, activation and Transformer ops ----
+
+    // ---- end of the zoo's normalisation, activation and Transformer ops ----
     return t;
   }
 };
