@@ -20,12 +20,12 @@
 #include "ringtrain/core/error.h"
 #include "ringtrain/core/peak.h"
 #include "ringtrain/data/dataset.h"
+#include "ringtrain/nn/models/zoo.h"
 
 namespace ringtrain::cli {
 
 namespace {
 
-constexpr double kFlopPerSample = 2.26e6;  // LeNet-5 forward + backward-data + backward-weights
 
 struct Row {
   Row(std::string n, std::string c, int global) : name(std::move(n)), command(std::move(c)), global_batch(global) {}
@@ -104,18 +104,26 @@ int bench_command(int argc, char** argv, int first) {
   Options opt("ringtrain bench [options]",
               "Trains a fixed number of steps in each configuration on the million-sample set and prints the\n"
               "speed-up table (also written as markdown). Make the set first with `ringtrain data expand`.");
+  opt.add("model", "lenet5", "lenet5 | resnet18 | mobilenet_v2 | vit");
   opt.add("data", data::data_root() + "/digits-expanded", "dataset to train on (the million-sample expansion)");
   opt.add("steps", "300", "training steps of each fast configuration");
-  opt.add("ref-steps", "20", "training steps of the reference-kernel configuration (it is slow)");
+  opt.add("ref-steps", "auto", "training steps of the reference-kernel configuration (it is slow; auto: 20 for "
+                               "lenet5, 2 for the larger models; 0: skip it)");
   opt.add("batch-size", "256", "per-rank batch");
   opt.add("out", "bench.md", "markdown file for the table");
   opt.add("python", "/usr/bin/python3", "Python with torch for the PyTorch row ('' to skip it)");
   opt.add("torch-script", std::string(RINGTRAIN_SOURCE_DIR) + "/bench/torch_lenet.py", "the PyTorch side");
   if (!opt.parse(argc, argv, first)) return 0;
-  const int64_t steps = opt.integer("steps"), ref_steps = opt.integer("ref-steps");
+  const std::string model_name = opt.str("model");
+  // FLOPs of one training sample from the layers' own counts (forward, backward-data but for the first
+  // layer's, backward-weight); the bad name is refused here too.
+  const double flop_per_sample = nn::make_model(model_name)->train_flops_per_sample();
+  const bool lenet = model_name == "lenet5";
+  const int64_t steps = opt.integer("steps");
+  const int64_t ref_steps = opt.str("ref-steps") == "auto" ? (lenet ? 20 : 2) : opt.integer("ref-steps");
   const int batch = int(opt.integer("batch-size"));
   check(steps >= 10 && steps <= 100000, "--steps must be between 10 and 100000");
-  check(ref_steps >= 1 && ref_steps <= 100000, "--ref-steps must be between 1 and 100000");
+  check(ref_steps >= 0 && ref_steps <= 100000, "--ref-steps must be between 0 and 100000");
   check(batch >= 1 && batch <= 65536, "--batch-size must be between 1 and 65536");
   const std::string dir = opt.str("data");
   data::load_split(dir, "t10k");  // fails early, naming what is missing
@@ -124,20 +132,26 @@ int bench_command(int argc, char** argv, int first) {
 
   const std::string exe = self_path();
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  const std::string common = " train --data '" + dir + "' --epochs 1 --batch-size " + std::to_string(batch) +
-                             " --log-every 0 --quiet --timeout 600";
+  // Plain training (no recipe), so the rows measure the step alone.
+  const std::string common = " train --model " + model_name + " --data '" + dir + "' --epochs 1 --batch-size " +
+                             std::to_string(batch) +
+                             " --log-every 0 --quiet --timeout 600 --ema 0 --label-smoothing 0 --augment-shift 0";
   const std::string mpirun = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --bind-to core ";
-  std::vector<Row> rows = {
-      {"1 rank, reference kernels", "'" + exe + "'" + common + " --isa ref --max-steps " + std::to_string(ref_steps), batch},
-      {"1 rank, fast kernels", "'" + exe + "'" + common + " --max-steps " + std::to_string(steps), batch},
-      {"2 ranks, fast", mpirun + "'" + exe + "'" + common + " --max-steps " + std::to_string(steps), 2 * batch},
-      {"2 ranks, fast + bf16", mpirun + "'" + exe + "'" + common + " --precision bf16 --max-steps " + std::to_string(steps),
-       2 * batch},
-      {"2 ranks, fast + bf16 + tp=2 (1 data-parallel rank)",
-       mpirun + "'" + exe + "'" + common + " --precision bf16 --tp 2 --max-steps " + std::to_string(steps), batch},
-  };
+  std::vector<Row> rows;
+  if (ref_steps > 0)
+    rows.push_back({"1 rank, reference kernels", "'" + exe + "'" + common + " --isa ref --max-steps " + std::to_string(ref_steps), batch});
+  rows.push_back({"1 rank, fast kernels", "'" + exe + "'" + common + " --max-steps " + std::to_string(steps), batch});
+  rows.push_back({"2 ranks, fast", mpirun + "'" + exe + "'" + common + " --max-steps " + std::to_string(steps), 2 * batch});
+  rows.push_back({"2 ranks, fast + bf16",
+                  mpirun + "'" + exe + "'" + common + " --precision bf16 --max-steps " + std::to_string(steps), 2 * batch});
+  if (lenet)  // tensor parallelism splits only LeNet-5's fully connected layers
+    rows.push_back({"2 ranks, fast + bf16 + tp=2 (1 data-parallel rank)",
+                    mpirun + "'" + exe + "'" + common + " --precision bf16 --tp 2 --max-steps " + std::to_string(steps), batch});
+  // The PyTorch row: bench/torch_lenet.py for LeNet-5 (its own model), bench/torch_zoo.py (torchvision's) else.
+  const std::string torch_script = opt.given("torch-script") || lenet ? opt.str("torch-script")
+                                                                      : std::string(RINGTRAIN_SOURCE_DIR) + "/bench/torch_zoo.py";
   const bool torch = !opt.str("python").empty() && std::filesystem::exists(opt.str("python")) &&
-                     std::filesystem::exists(opt.str("torch-script"));
+                     std::filesystem::exists(torch_script);
 
   const double peak_core = bench::fp32_peak_gflops();
   const double peak_machine = peak_core * cores;
@@ -148,8 +162,10 @@ int bench_command(int argc, char** argv, int first) {
     run_train_row(r);
   }
   Row torch_row{"PyTorch " + std::string("(python3-torch, 2 threads, batch ") + std::to_string(2 * batch) + ")",
-                "OMP_NUM_THREADS=2 '" + opt.str("python") + "' '" + opt.str("torch-script") + "' --threads 2 --batch " +
-                    std::to_string(2 * batch) + " --repeats 3 --data '" + dir + "'",
+                lenet ? "OMP_NUM_THREADS=2 '" + opt.str("python") + "' '" + torch_script + "' --threads 2 --batch " +
+                            std::to_string(2 * batch) + " --repeats 3 --data '" + dir + "'"
+                      : "OMP_NUM_THREADS=2 '" + opt.str("python") + "' '" + torch_script + "' --model " + model_name +
+                            " --threads 2 --batch-size " + std::to_string(2 * batch) + " --speed-steps 20 --data '" + dir + "'",
                 2 * batch};
   if (torch) {
     std::printf("running: %s ...\n", torch_row.name.c_str());
@@ -158,7 +174,7 @@ int bench_command(int argc, char** argv, int first) {
     rows.push_back(torch_row);
   }
 
-  const double base = rows[0].ok ? rows[0].samples_per_s : 0.0;
+  const double base = rows[0].ok ? rows[0].samples_per_s : 0.0;  // speed-ups against the first row
   std::string md = "| configuration | step time (ms) | samples/s | 1M-sample epoch | speed-up | % of machine fp32 peak |\n"
                    "|---|---:|---:|---:|---:|---:|\n";
   for (const Row& r : rows) {
@@ -171,12 +187,13 @@ int bench_command(int argc, char** argv, int first) {
     md += "| " + r.name + " | " + fmt("%.2f", step_ms) + " | " + fmt("%.0f", r.samples_per_s) + " | " +
           (epoch_s >= 120 ? fmt("%.1f min", epoch_s / 60) : fmt("%.1f s", epoch_s)) + " | " +
           (base > 0 ? fmt("%.1fx", r.samples_per_s / base) : std::string("-")) + " | " +
-          fmt("%.1f%%", 100.0 * r.samples_per_s * kFlopPerSample / (peak_machine * 1e9)) + " |\n";
+          fmt("%.1f%%", 100.0 * r.samples_per_s * flop_per_sample / (peak_machine * 1e9)) + " |\n";
   }
-  md += "\nPer-rank batch " + std::to_string(batch) + " (tensor-parallel ranks share one); " + std::to_string(steps) + " steps a fast configuration, " +
-        std::to_string(ref_steps) + " with reference kernels; " + fmt("%.1f", peak_core) + " GFLOP/s fp32 peak per core x " +
-        std::to_string(cores) + " cores, measured; 2.26 MFLOP a sample (bf16 rows against the fp32 peak too: vdpbf16ps does twice the work "
-        "of an fp32 FMA).\n";
+  md += "\n" + model_name + ", per-rank batch " + std::to_string(batch) + " (tensor-parallel ranks share one); " +
+        std::to_string(steps) + " steps a fast configuration, " + std::to_string(ref_steps) + " with reference kernels; " +
+        fmt("%.1f", peak_core) + " GFLOP/s fp32 peak per core x " + std::to_string(cores) + " cores, measured; " +
+        fmt("%.2f", flop_per_sample / 1e6) + " MFLOP a training sample from the layers' counts (bf16 rows against the "
+        "fp32 peak too: vdpbf16ps does twice the work of an fp32 FMA).\n";
   std::printf("\n%s", md.c_str());
   std::ofstream out(opt.str("out"));
   check(bool(out), opt.str("out") + ": cannot open for writing");

@@ -13,7 +13,7 @@
 #include "ringtrain/data/dataset.h"
 #include "ringtrain/data/show.h"
 #include "ringtrain/dist/communicator.h"
-#include "ringtrain/nn/models/lenet5.h"
+#include "ringtrain/nn/models/zoo.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/train/checkpoint.h"
 #include "ringtrain/train/evaluate.h"
@@ -25,19 +25,27 @@ int eval_command(int argc, char** argv, int first) {
               "Evaluates a checkpoint on the test split of a dataset.");
   opt.add("checkpoint", "", "safetensors checkpoint to evaluate (required)");
   opt.add("data", "digits", "dataset: digits | fashion | DIR");
-  opt.add("batch-size", "500", "samples per forward pass");
+  opt.add("model", "auto", "auto (the model the checkpoint's metadata names; lenet5 if none) | lenet5 | resnet18 | "
+                           "mobilenet_v2 | vit");
+  opt.add("batch-size", "auto", "samples per forward pass (auto: 500, fewer for models with large activations)");
   opt.add("predictions", "", "write the predicted label of every test sample, one a line, to this file");
   opt.add("isa", "auto", "kernels: auto | ref | scalar | avx2 | avx512");
   opt.add("misclassified", "", "draw the worst mistakes (highest loss) as a PNG grid with true and predicted labels");
   opt.add("count", "32", "how many mistakes --misclassified draws");
   if (!opt.parse(argc, argv, first)) return 0;
   check(!opt.str("checkpoint").empty(), "eval needs --checkpoint PATH");
-  const int batch = int(opt.integer("batch-size"));
-  check(batch > 0 && batch <= 65536, "--batch-size must be between 1 and 65536, got " + opt.str("batch-size"));
+  const int batch = opt.str("batch-size") == "auto" ? 0 : int(opt.integer("batch-size"));
+  check(opt.str("batch-size") == "auto" || (batch > 0 && batch <= 65536),
+        "--batch-size must be auto or between 1 and 65536, got " + opt.str("batch-size"));
   const ops::IsaLevel isa = opt.str("isa") == "auto" ? ops::default_isa() : ops::parse_isa(opt.str("isa"));
   const ops::KernelTable& kernels = ops::kernels_for(isa);
 
-  auto model = nn::make_lenet5();
+  std::string model_name = opt.str("model");
+  if (model_name == "auto") {
+    const auto metadata = train::read_checkpoint_metadata(opt.str("checkpoint"));
+    model_name = metadata.count("model") ? metadata.at("model") : "lenet5";
+  }
+  auto model = nn::make_model(model_name);
   train::load_weights(opt.str("checkpoint"), *model);
   data::Split test = data::load_split(data::resolve_dataset_dir(opt.str("data")), "t10k");
   dist::LocalCommunicator comm;
@@ -47,19 +55,20 @@ int eval_command(int argc, char** argv, int first) {
   train::EvalResult r = train::evaluate(*model, kernels, test, comm, batch, keep);
 
   std::printf("test samples: %lld\n", (long long)r.samples);
-  std::printf("test loss: %.6f\n", r.mean_loss());
+  std::printf("test loss: %.9g\n", r.mean_loss());
+  std::printf("model: %s\n", model->name().c_str());
   std::printf("per-class accuracy:");
-  for (int t = 0; t < train::kClasses; ++t) {
+  for (int t = 0; t < r.classes; ++t) {
     int64_t total = 0;
-    for (int p = 0; p < train::kClasses; ++p) total += r.confusion[t][p];
-    std::printf(" %d:%.2f%%", t, total ? 100.0 * double(r.confusion[t][t]) / double(total) : 0.0);
+    for (int p = 0; p < r.classes; ++p) total += r.confusion_at(t, p);
+    std::printf(" %d:%.2f%%", t, total ? 100.0 * double(r.confusion_at(t, t)) / double(total) : 0.0);
   }
   std::printf("\nconfusion matrix (rows: true label, columns: predicted):\n      ");
-  for (int p = 0; p < train::kClasses; ++p) std::printf("%6d", p);
+  for (int p = 0; p < r.classes; ++p) std::printf("%6d", p);
   std::printf("\n");
-  for (int t = 0; t < train::kClasses; ++t) {
+  for (int t = 0; t < r.classes; ++t) {
     std::printf("%6d", t);
-    for (int p = 0; p < train::kClasses; ++p) std::printf("%6lld", (long long)r.confusion[t][p]);
+    for (int p = 0; p < r.classes; ++p) std::printf("%6lld", (long long)r.confusion_at(t, p));
     std::printf("\n");
   }
   std::printf("test accuracy: %.2f%%\n", 100.0 * r.accuracy());

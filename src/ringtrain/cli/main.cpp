@@ -13,7 +13,7 @@ namespace {
 const char* kUsage =
     "usage: ringtrain <command> [options]\n\n"
     "commands:\n"
-    "  train     train LeNet-5 (on one process, or many under mpirun / --nproc)\n"
+    "  train     train a model of the zoo: lenet5, resnet18, mobilenet_v2, vit (one process, or many under mpirun / --nproc)\n"
     "  eval      loss, accuracy and confusion matrix of a checkpoint on a dataset's test split\n"
     "  data      prepare, expand and show datasets (ringtrain data --help)\n"
     "  plot      draw the loss, accuracy and throughput curves of a metrics file as a PNG\n"

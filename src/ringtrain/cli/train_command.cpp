@@ -1,4 +1,4 @@
-// `ringtrain train`: trains LeNet-5 on a dataset and prints the test accuracy.
+// `ringtrain train`: trains a model of the zoo (--model) on a dataset and prints the test accuracy.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -17,6 +17,7 @@
 #include "ringtrain/dist/mpi_communicator.h"
 #include "ringtrain/dist/process_grid.h"
 #include "ringtrain/nn/models/lenet5.h"
+#include "ringtrain/nn/models/zoo.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/ops/lowp.h"
 #include "ringtrain/dist/half_allreduce.h"
@@ -32,11 +33,12 @@ namespace {
 
 Options train_options() {
   Options o("ringtrain train [options]",
-            "Trains LeNet-5 and prints `test accuracy: NN.NN%` at the end. Datasets: `digits` (10,000 real\n"
+            "Trains a model of the zoo (--model) and prints `test accuracy: NN.NN%` at the end. Datasets: `digits` (10,000 real\n"
             "MNIST digits, made by `ringtrain data prepare`), `fashion` (Debian's Fashion-MNIST) or a directory\n"
             "holding the four standard IDX files. The default recipe (every dataset): Adam, label smoothing 0.2,\n"
             "evaluation and --save on an EMA of the weights (0.99), random 1-pixel shifts, constant lr; plain\n"
             "torch.optim training is --label-smoothing 0 --ema 0 --augment-shift 0 (docs/RECIPE.md).");
+  o.add("model", "lenet5", "lenet5 | resnet18 | mobilenet_v2 | vit (torchvision 0.14's, 1-channel stem; docs/MODELS.md)");
   o.add("data", "digits", "dataset: digits | fashion | DIR");
   o.add("epochs", "10", "passes over the training split");
   o.add("batch-size", "64", "samples per step on each rank (global batch = this x ranks)");
@@ -120,6 +122,10 @@ int train_command(int argc, char** argv, int first) {
   if (!opt.parse(argc, argv, first)) return 0;
   const int64_t tp = opt.integer("tp");
   check(tp >= 1 && tp <= 4096, "--tp must be between 1 and 4096, got " + opt.str("tp"));
+  const std::string model_name = opt.str("model");
+  nn::make_model(model_name);  // a bad name is refused here, before anything is launched or read
+  check(tp == 1 || model_name == "lenet5",
+        "--tp: tensor parallelism splits only lenet5's fully connected layers so far (--model " + model_name + ")");
   // --nproc N outside mpirun: become `mpirun -np N ringtrain train ...`, or with --max-restarts
   // supervise it, relaunching from the newest checkpoint when a rank dies.
   const int64_t max_restarts = opt.integer("max-restarts");
@@ -224,7 +230,7 @@ int train_command(int argc, char** argv, int first) {
   if (tp > 1) grid = std::make_unique<dist::ProcessGrid>(comm, int(tp), mpi_options);
   dist::Communicator& dp_comm = grid ? grid->dp_comm() : comm;
   data::Dataset dataset = data::load_dataset(opt.str("data"));
-  auto model = grid ? nn::make_lenet5_tp(grid->tensor_group()) : nn::make_lenet5();
+  auto model = grid ? nn::make_lenet5_tp(grid->tensor_group()) : nn::make_model(model_name);
   model->set_threads(int(threads));
   if (grid) {  // every rank cuts its shards from the same whole weights
     if (opt.str("init-from").empty()) {
@@ -241,7 +247,7 @@ int train_command(int argc, char** argv, int first) {
   }
 
   if (comm.rank() == 0)
-    std::cout << "ringtrain: LeNet-5 (" << train::memory_totals(model->params()).whole << " parameters) on " << dataset.name << " ("
+    std::cout << "ringtrain: " << model_name << " (" << train::memory_totals(model->params()).whole << " parameters) on " << dataset.name << " ("
               << dataset.train.count << " train / " << dataset.test.count << " test), " << comm.size()
               << " rank(s) x batch " << config.batch_size
               << (grid ? " (dp " + std::to_string(grid->dp()) + " x tp " + std::to_string(grid->tp()) + ")" : "") << ", " << config.optimizer << " lr " << config.lr
@@ -261,8 +267,10 @@ int train_command(int argc, char** argv, int first) {
     if (comm.rank() == 0 && !config.quiet) {
       // Adam's two moments (SGD's momentum), plus the weights' average with --ema: all sharded alike.
       const int buffers = (config.optimizer == "adam" ? 2 : 1) + (config.ema > 0.0 ? 1 : 0);
+      model->reserve(config.batch_size);
       std::cout << train::memory_report(model->params(), buffers,
-                                        grid ? "rank 0 (dp 0, tp 0 of " + std::to_string(grid->tp()) + ")" : "rank 0");
+                                        grid ? "rank 0 (dp 0, tp 0 of " + std::to_string(grid->tp()) + ")" : "rank 0",
+                                        model->activation_floats() * sizeof(float));
       if (*std::min_element(held.begin(), held.end()) != *std::max_element(held.begin(), held.end())) {
         std::cout << "  parameters held per rank:";
         for (int64_t h : held) std::cout << " " << h;

@@ -29,6 +29,7 @@ class Conv2dReluPool : public Layer {
                       float* din, const Slice& s) override;
   void reduce_grads(ParameterSet& p) override;
   ops::Conv2dShape shape(int N) const;
+  double forward_macs() const override { return shape(1).macs(); }
   // Declares that this layer's output is `next`'s input and nothing else reads it (LeNet's conv1 -> conv2):
   // where the kernel table takes blocked activations for both shapes (KernelTable::conv2d_relu_pool_blocked,
   // ops/conv_pool.h), that activation and its gradient stay in the kernels' blocked layout and 16-bit type -

@@ -4,12 +4,13 @@
 
 namespace ringtrain::nn {
 
-Linear::Linear(std::string name, int in_features, int out_features)
-    : Layer(std::move(name)), in_features_(in_features), out_features_(out_features) {}
+Linear::Linear(std::string name, int in_features, int out_features, Init weight_init, Init bias_init)
+    : Layer(std::move(name)), in_features_(in_features), out_features_(out_features), weight_init_(weight_init),
+      bias_init_(bias_init) {}
 
 void Linear::declare(ParameterSet& params) {
-  param_indices_ = {params.declare(name_ + ".weight", {out_features_, in_features_}, in_features_),
-                    params.declare(name_ + ".bias", {out_features_}, in_features_)};
+  param_indices_ = {params.declare(name_ + ".weight", {out_features_, in_features_}, in_features_, weight_init_),
+                    params.declare(name_ + ".bias", {out_features_}, in_features_, bias_init_)};
 }
 
 Shape Linear::configure(const Shape& in) {

@@ -9,7 +9,10 @@ namespace ringtrain::nn {
 
 class Linear : public Layer {
  public:
-  Linear(std::string name, int in_features, int out_features);
+  // Initialised as nn.Linear by default (weight and bias U(+-1/sqrt(in_features))).
+  Linear(std::string name, int in_features, int out_features, Init weight_init = Init::fan_in_uniform(),
+         Init bias_init = Init::fan_in_uniform());
+  double forward_macs() const override { return double(in_features_) * out_features_; }
   void declare(ParameterSet& params) override;
   Shape configure(const Shape& in) override;
   void reserve(int max_batch) override;
@@ -24,6 +27,7 @@ class Linear : public Layer {
 
  private:
   int in_features_, out_features_;
+  Init weight_init_, bias_init_;
   GradPartials partials_;
 };
 

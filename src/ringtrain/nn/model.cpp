@@ -134,6 +134,15 @@ double Model::forward_macs() const {
   return macs;
 }
 
+double Model::train_flops_per_sample() const {
+  double macs = 0.0;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const bool reads_input = std::find(inputs_[i].begin(), inputs_[i].end(), 0) != inputs_[i].end();
+    macs += layers_[i]->forward_macs() * (reads_input ? 2.0 : 3.0);
+  }
+  return 2.0 * macs;
+}
+
 std::size_t Model::activation_floats() const {
   std::size_t n = fanout_.size();
   for (std::size_t v = 1; v < shapes_.size(); ++v) n += acts_[v].size() + grads_[v].size();

@@ -86,6 +86,10 @@ class Model {
   void backward(const ops::KernelTable& k, const float* x, const float* dlogits, int N,
                 const GradReadyHook& on_grads_ready = {});
 
+  // The zoo name the model was built as (nn/models/zoo.h: "lenet5", "resnet18", ...; checkpoints record it).
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+
   ParameterSet& params() { return params_; }
   const ParameterSet& params() const { return params_; }
   const LayerList& layers() const { return layers_; }
@@ -98,6 +102,9 @@ class Model {
   int max_batch() const { return max_batch_; }
   // One sample's forward multiply-adds, summed over the layers (Layer::forward_macs).
   double forward_macs() const;
+  // FLOPs of one sample's training step: 2 x the MACs of the forward, of backward-weight and of
+  // backward-data, the last but for layers reading the model input (no input gradient).
+  double train_flops_per_sample() const;
   // Floats of activations and activation gradients the reserved batch holds.
   std::size_t activation_floats() const;
 
@@ -112,6 +119,7 @@ class Model {
   float* grad(int v, int n0);
   std::size_t per_sample(int v) const { return std::size_t(shape_numel(shapes_[std::size_t(v)])); }
 
+  std::string name_;
   Shape input_;
   LayerList layers_;
   std::vector<std::vector<int>> inputs_;      // inputs_[i]: the values node i reads

@@ -22,16 +22,42 @@ SafetensorsTensor f32_tensor(const std::string& name, const Shape& shape, const 
   return t;
 }
 
-// The F32 tensor `name` of the file with the view's shape; throws naming path and tensor otherwise.
 const SafetensorsTensor& expect_f32(const SafetensorsFile& file, const std::string& path, const std::string& name,
-                                    const Shape& shape) {
+                                    const Shape& shape);
+
+SafetensorsTensor i64_tensor(const std::string& name, const Shape& shape, const int64_t* data, std::size_t n) {
+  SafetensorsTensor t;
+  t.name = name;
+  t.dtype = DType::I64;
+  t.shape = shape;
+  t.bytes.resize(n * sizeof(int64_t));
+  if (n) std::memcpy(t.bytes.data(), data, n * sizeof(int64_t));
+  return t;
+}
+
+// The tensor `name` of the file with this dtype and shape; throws naming path and tensor otherwise.
+const SafetensorsTensor& expect_tensor(const SafetensorsFile& file, const std::string& path, const std::string& name,
+                                       DType dtype, const Shape& shape) {
   const SafetensorsTensor* t = file.find(name);
   check(t != nullptr, path + ": tensor '" + name + "' is missing");
-  check(t->dtype == DType::F32,
-        path + ": tensor '" + name + "' is " + dtype_name(t->dtype) + ", expected F32");
+  check(t->dtype == dtype,
+        path + ": tensor '" + name + "' is " + dtype_name(t->dtype) + ", expected " + dtype_name(dtype));
   check(t->shape == shape, path + ": tensor '" + name + "' has shape " + shape_str(t->shape) + ", expected " +
                                shape_str(shape));
   return *t;
+}
+
+void check_finite(const std::string& path, const std::string& name, const SafetensorsTensor& t, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    float x;
+    std::memcpy(&x, t.bytes.data() + i * sizeof(float), sizeof x);
+    if (!std::isfinite(x)) throw Error(path + ": tensor '" + name + "' holds a non-finite value at index " + std::to_string(i));
+  }
+}
+
+const SafetensorsTensor& expect_f32(const SafetensorsFile& file, const std::string& path, const std::string& name,
+                                    const Shape& shape) {
+  return expect_tensor(file, path, name, DType::F32, shape);
 }
 
 std::string join(const std::vector<optim::StateBuffer>& buffers) {
@@ -48,9 +74,12 @@ void save_checkpoint(const std::string& path, const nn::Model& model, optim::Opt
   std::vector<SafetensorsTensor> tensors;
   for (const auto& v : params.views())
     tensors.push_back(f32_tensor(v.name, v.shape, params.params() + v.offset, v.numel));
+  for (const auto& b : params.buffer_views())
+    tensors.push_back(b.int64 ? i64_tensor(b.name, b.shape, params.counters() + b.offset, b.numel)
+                              : f32_tensor(b.name, b.shape, params.buffers() + b.offset, b.numel));
 
   std::map<std::string, std::string> meta = metadata;
-  meta.emplace("model", "lenet5");
+  meta.emplace("model", model.name().empty() ? "lenet5" : model.name());
   meta.emplace("input_scaling", "x/255");
   meta["format"] = "ringtrain";
   meta["format_version"] = std::to_string(kCheckpointFormatVersion);
@@ -74,29 +103,46 @@ void save_checkpoint(const std::string& path, const nn::Model& model, optim::Opt
   write_safetensors(path, tensors, meta);
 }
 
+void check_model_matches(const std::map<std::string, std::string>& metadata, const std::string& path,
+                         const nn::Model& model) {
+  auto it = metadata.find("model");
+  if (it == metadata.end() || model.name().empty()) return;  // e.g. a plain PyTorch file
+  check(it->second == model.name(), path + ": is a " + it->second + " checkpoint, not " + model.name() +
+                                        " (pass --model " + it->second + ")");
+}
+
 void load_weights(const std::string& path, nn::Model& model) {
   SafetensorsFile file = read_safetensors(path);
+  check_model_matches(file.metadata, path, model);
   nn::ParameterSet& params = model.params();
   std::set<std::string> known;
   // Validate everything before touching the model.
-  std::vector<const SafetensorsTensor*> found;
+  std::vector<const SafetensorsTensor*> found, found_buffers;
   for (const auto& v : params.views()) {
     known.insert(v.name);
     const SafetensorsTensor& t = expect_f32(file, path, v.name, v.shape);
-    for (std::size_t i = 0; i < v.numel; ++i) {
-      float x;
-      std::memcpy(&x, t.bytes.data() + i * sizeof(float), sizeof x);
-      if (!std::isfinite(x))
-        throw Error(path + ": tensor '" + v.name + "' holds a non-finite value at index " + std::to_string(i));
-    }
+    check_finite(path, v.name, t, v.numel);
     found.push_back(&t);
+  }
+  for (const auto& b : params.buffer_views()) {
+    known.insert(b.name);
+    const SafetensorsTensor& t = expect_tensor(file, path, b.name, b.int64 ? DType::I64 : DType::F32, b.shape);
+    if (!b.int64) check_finite(path, b.name, t, b.numel);
+    found_buffers.push_back(&t);
   }
   for (const auto& t : file.tensors)
     check(known.count(t.name) || t.name.rfind(kOptimPrefix, 0) == 0,
-          path + ": unknown tensor '" + t.name + "' (this model has no such parameter)");
+          path + ": unknown tensor '" + t.name + "' (this model has no such parameter or buffer)");
   for (std::size_t i = 0; i < params.views().size(); ++i) {
     const auto& v = params.views()[i];
     std::memcpy(params.param(int(i)), found[i]->bytes.data(), v.numel * sizeof(float));
+  }
+  for (std::size_t i = 0; i < params.buffer_views().size(); ++i) {
+    const auto& b = params.buffer_views()[i];
+    if (b.int64)
+      std::memcpy(params.counter(int(i)), found_buffers[i]->bytes.data(), b.numel * sizeof(int64_t));
+    else
+      std::memcpy(params.buffer(int(i)), found_buffers[i]->bytes.data(), b.numel * sizeof(float));
   }
 }
 

@@ -17,15 +17,21 @@ constexpr int kCheckpointFormatVersion = 1;
 inline constexpr const char* kOptimPrefix = "optim.";
 
 // Writes the model's weights and, if optimizer is not null, its state (atomically). metadata is stored
-// as given, plus "format" = "ringtrain", "format_version" = "1" and, unless given, "model" = "lenet5" and
-// "input_scaling" = "x/255". Throws Error naming path.
+// as given, plus "format" = "ringtrain", "format_version" = "1" and, unless given, "model" = model.name()
+// and "input_scaling" = "x/255". Buffers (batch norm's running statistics, F32, and num_batches_tracked,
+// I64) are saved under their names beside the weights. Throws Error naming path.
 void save_checkpoint(const std::string& path, const nn::Model& model, optim::Optimizer* optimizer,
                      const std::map<std::string, std::string>& metadata = {});
 
-// Loads weights into the model, strictly: every parameter present as F32 with its exact shape and finite
-// values, and no tensor the model does not have except "optim.*" ones. Throws Error("<path>: ...") naming
-// the tensor otherwise; the model is unchanged on error. Plain PyTorch safetensors files load too.
+// Loads weights and buffers into the model, strictly: a file whose metadata names another model is
+// refused first ("<path>: is a resnet18 checkpoint, not lenet5"); every parameter present as F32 with its
+// exact shape and finite values, every buffer with its dtype (F32, or I64 for counters) and shape, and no
+// tensor the model does not have except "optim.*" ones. Throws Error("<path>: ...") naming the tensor
+// otherwise; the model is unchanged on error. Plain PyTorch safetensors files load too.
 void load_weights(const std::string& path, nn::Model& model);
+// Throws unless metadata's "model" (when present) is model.name().
+void check_model_matches(const std::map<std::string, std::string>& metadata, const std::string& path,
+                         const nn::Model& model);
 
 // Restores the optimizer's state buffers and step count for a resumed run (the optimizer must be the
 // same kind, over model's ParameterSet). Throws Error naming path and tensor if anything is missing or

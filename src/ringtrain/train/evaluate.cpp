@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ringtrain/core/aligned.h"
+#include "ringtrain/core/error.h"
 #include "ringtrain/data/loader.h"
 
 namespace ringtrain::train {
@@ -14,11 +15,28 @@ EvalResult evaluate(nn::Model& model, const ops::KernelTable& kernels, const dat
   // Contiguous shard of this rank: [begin, end). No padding, no duplicates.
   const int64_t begin = split.count * comm.rank() / comm.size();
   const int64_t end = split.count * (comm.rank() + 1) / comm.size();
+  if (batch_size <= 0) {
+    // 500 samples, or fewer when their activations (and the gradients reserve() sizes beside them) would
+    // pass 256 MiB.
+    int64_t per_sample = 0;
+    for (std::size_t v = 1; v <= model.layers().size(); ++v) per_sample += shape_numel(model.value_shape(int(v)));
+    batch_size = int(std::clamp<int64_t>((int64_t(256) << 20) / (8 * std::max<int64_t>(per_sample, 1)), 16, 500));
+    batch_size = std::max(batch_size, std::min(model.max_batch(), 500));
+  }
   model.reserve(batch_size);
   AlignedBuffer<float> x(std::size_t(batch_size) * pixels);
   const int K = model.num_classes();
 
   EvalResult r;
+  r.classes = K;
+  r.confusion.assign(std::size_t(K) * K, 0);
+  // Eval mode for the pass, the caller's mode after it (also when it throws).
+  struct ModeGuard {
+    nn::Model& m;
+    bool was;
+    ~ModeGuard() { m.set_training(was); }
+  } guard{model, model.training()};
+  model.set_training(false);
   if (keep_predictions) {
     r.predictions.reserve(std::size_t(end - begin));
     r.losses.reserve(std::size_t(end - begin));
@@ -30,6 +48,9 @@ EvalResult evaluate(nn::Model& model, const ops::KernelTable& kernels, const dat
     for (int n = 0; n < N; ++n) {
       const float* row = logits + int64_t(n) * K;
       const int label = split.labels[start + n];
+      if (label >= K)
+        throw Error("evaluation: sample " + std::to_string(start + n) + " has label " + std::to_string(label) +
+                    " but the model has " + std::to_string(K) + " classes");
       int best = int(std::max_element(row, row + K) - row);
       float maxv = row[best];
       double sum = 0.0;
@@ -37,7 +58,7 @@ EvalResult evaluate(nn::Model& model, const ops::KernelTable& kernels, const dat
       const double loss = -(double(row[label] - maxv) - std::log(sum));
       r.loss_sum += loss;
       r.correct += best == label;
-      r.confusion[label][best] += 1;
+      r.confusion[std::size_t(label) * K + best] += 1;
       if (keep_predictions) {
         r.predictions.push_back(uint8_t(best));
         r.losses.push_back(float(loss));
@@ -47,17 +68,15 @@ EvalResult evaluate(nn::Model& model, const ops::KernelTable& kernels, const dat
   }
 
   // Sum counts over ranks: samples, correct, loss and the confusion matrix in one call each.
-  int64_t counts[2 + kClasses * kClasses];
+  std::vector<int64_t> counts(2 + r.confusion.size());
   counts[0] = r.samples;
   counts[1] = r.correct;
-  for (int t = 0; t < kClasses; ++t)
-    for (int p = 0; p < kClasses; ++p) counts[2 + t * kClasses + p] = r.confusion[t][p];
-  comm.allreduce_sum(counts, 2 + kClasses * kClasses);
+  std::copy(r.confusion.begin(), r.confusion.end(), counts.begin() + 2);
+  comm.allreduce_sum(counts.data(), counts.size());
   comm.allreduce_sum(&r.loss_sum, 1);
   r.samples = counts[0];
   r.correct = counts[1];
-  for (int t = 0; t < kClasses; ++t)
-    for (int p = 0; p < kClasses; ++p) r.confusion[t][p] = counts[2 + t * kClasses + p];
+  std::copy(counts.begin() + 2, counts.end(), r.confusion.begin());
   return r;
 }
 

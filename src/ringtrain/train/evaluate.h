@@ -12,22 +12,25 @@
 
 namespace ringtrain::train {
 
-constexpr int kClasses = 10;
-
 struct EvalResult {
+  int classes = 0;        // the model's output classes
   int64_t samples = 0;
   int64_t correct = 0;
   double loss_sum = 0.0;  // sum of per-sample losses
-  std::array<std::array<int64_t, kClasses>, kClasses> confusion{};  // [true][predicted]
+  std::vector<int64_t> confusion;  // classes x classes, [true][predicted]
+  int64_t confusion_at(int label, int predicted) const { return confusion[std::size_t(label) * classes + predicted]; }
   std::vector<uint8_t> predictions;  // this rank's predictions, in split order (filled on request)
   std::vector<float> losses;         // and each sample's cross-entropy loss (filled with predictions)
   double accuracy() const { return samples ? double(correct) / double(samples) : 0.0; }
   double mean_loss() const { return samples ? loss_sum / double(samples) : 0.0; }
 };
 
-// Evaluates the whole split. If keep_predictions, fills predictions for all samples (gathered by the
-// caller only on one process: predictions are those of this rank's part when size() > 1).
+// Evaluates the whole split in eval mode (batch norm on its running statistics, no dropout; the model's
+// mode is restored after). If keep_predictions, fills predictions for all samples (gathered by the caller
+// only on one process: predictions are those of this rank's part when size() > 1). batch_size 0: 500
+// samples, fewer where their activations would pass 256 MiB. A label the model has no class for is an
+// error naming the sample.
 EvalResult evaluate(nn::Model& model, const ops::KernelTable& kernels, const data::Split& split,
-                    dist::Communicator& comm, int batch_size = 500, bool keep_predictions = false);
+                    dist::Communicator& comm, int batch_size = 0, bool keep_predictions = false);
 
 }  // namespace ringtrain::train

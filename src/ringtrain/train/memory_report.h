@@ -20,6 +20,8 @@ MemoryTotals memory_totals(const nn::ParameterSet& params);
 // A table, one line a layer: parameters, gradients and optimizer state in bytes (optimizer_buffers
 // state floats per parameter: Adam 2, SGD 1), this rank's share of the layer; then totals and the fc
 // share. `who` heads the table, e.g. "rank 1 (dp 0, tp 1 of 2)".
-std::string memory_report(const nn::ParameterSet& params, int optimizer_buffers, const std::string& who);
+// Then the non-trainable buffers and, when given, the bytes of activations (and their gradients).
+std::string memory_report(const nn::ParameterSet& params, int optimizer_buffers, const std::string& who,
+                          std::size_t activation_bytes = 0);
 
 }  // namespace ringtrain::train

@@ -101,6 +101,10 @@ Trainer::Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelT
     // Every rank starts from rank 0's weights, whatever initialised them.
     nn::ParameterSet& p = model_.params();
     comm_.broadcast(p.params(), p.size() * sizeof(float), 0);
+    // And its buffers (batch norm's running statistics; each rank then keeps its own, as PyTorch's
+    // BatchNorm2d does under DistributedDataParallel without SyncBatchNorm).
+    if (p.buffer_floats()) comm_.broadcast(p.buffers(), p.buffer_floats() * sizeof(float), 0);
+    if (p.counter_count()) comm_.broadcast(p.counters(), p.counter_count() * sizeof(int64_t), 0);
     const dist::GradComm wire = dist::parse_grad_comm(config.grad_comm);
     if (wire != dist::GradComm::Fp32) grad_comm_ = std::make_unique<dist::HalfGradCommunicator>(comm_, wire);
     reducer_ = std::make_unique<dist::GradReducer>(p, grad_comm_ ? static_cast<dist::Communicator&>(*grad_comm_) : comm_,
@@ -233,8 +237,10 @@ void Trainer::save_periodic(const CheckpointDir& dir, const Position& at) {
   if (tensor_parallel()) grid_->tp_comm().barrier();
 }
 
-float Trainer::step(const data::Batch& batch) {
+float Trainer::step(const data::Batch& batch, int64_t step_index) {
   const int N = batch.N, K = model_.num_classes();
+  // Dropout masks are a function of (seed, step, sample): the same on a resumed run, at any world size.
+  model_.set_step(config_.seed, step_index, batch.indices);
   const float* logits = model_.forward(kernels_, batch.x, N);
   float loss = kernels_.softmax_xent_forward(probs_.data(), logits, batch.labels, N, K);
   // fp16: the loss is scaled (the gradient of the logits carries the factor) so small gradients survive.
@@ -289,6 +295,7 @@ float Trainer::step(const data::Batch& batch) {
 }
 
 TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test_split) {
+  model_.set_training(true);
   const int64_t input = shape_numel(model_.input_shape());
   check(int64_t(train_split.rows) * train_split.cols == input,
         "training images are " + std::to_string(train_split.rows) + "x" + std::to_string(train_split.cols) +
@@ -330,7 +337,7 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
       // The rate at this step's place in training, in epochs: the same for any ranks x batch split.
       const double position = epoch + std::min(1.0, double(offset + b * global_batch) / double(train_split.count));
       optimizer_->set_lr(float(optim::scheduled_lr(schedule_, position)));
-      float loss = step(batch);
+      float loss = step(batch, result.steps);
       check(std::isfinite(loss), "training diverged: loss is " + std::to_string(loss) + " at epoch " +
                                      std::to_string(epoch + 1) + " batch " + std::to_string(b + 1));
       ++result.steps;

@@ -103,8 +103,8 @@ class Trainer {
   void set_process_grid(dist::ProcessGrid* grid) { grid_ = grid; }
 
  private:
-  // One step on a prepared batch; returns the batch loss.
-  float step(const data::Batch& batch);
+  // One step (the run's step_index-th, counting from 0) on a prepared batch; returns the batch loss.
+  float step(const data::Batch& batch, int64_t step_index);
   // This rank's sample indices for an epoch, in the order they are trained on, starting at position
   // `offset` of the epoch's global (all-rank) order: after k steps of W ranks x B samples, offset = k*W*B.
   std::vector<int64_t> epoch_indices(int64_t dataset_size, int epoch, int64_t offset) const;

@@ -26,7 +26,9 @@ std::unique_ptr<Model> lenet5_with(std::unique_ptr<Layer> fc1, std::unique_ptr<L
   layers.push_back(std::move(fc2));
   layers.push_back(std::make_unique<ReLU>("relu4"));
   layers.push_back(std::make_unique<Linear>("fc3", 84, 10));
-  return std::make_unique<Model>(Shape{1, 28, 28}, std::move(layers));
+  auto model = std::make_unique<Model>(Shape{1, 28, 28}, std::move(layers));
+  model->set_name("lenet5");
+  return model;
 }
 
 }  // namespace

@@ -1,0 +1,29 @@
+// The model zoo by name (`--model`): lenet5, resnet18, mobilenet_v2, vit. Each is torchvision 0.14's
+// architecture with a 1-channel stem for 28x28 images, 10 classes, and the same state_dict names, shapes
+// and initialisation, so checkpoints load into the PyTorch model with load_state_dict(strict=True)
+// (scripts/zoo_torch.py holds the PyTorch definitions):
+//   resnet18     torchvision.models.resnet18(num_classes=10), conv1 = Conv2d(1, 64, 7, 2, 3, bias=False)
+//   mobilenet_v2 torchvision.models.mobilenet_v2(num_classes=10), features[0][0] = Conv2d(1, 32, 3, 2, 1, bias=False)
+//   vit          VisionTransformer(image_size=28, patch_size=7, num_layers=6, num_heads=4, hidden_dim=128,
+//                mlp_dim=512, num_classes=10), conv_proj = Conv2d(1, 128, 7, 7)
+// The replaced stems are fresh nn.Conv2d modules in PyTorch, so they get nn.Conv2d's default
+// initialisation (not the architecture's own init, which ran before the replacement); so do ours.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ringtrain/nn/model.h"
+
+namespace ringtrain::nn {
+
+// The names --model accepts, in the order the help lists them.
+const std::vector<std::string>& model_names();
+// The model called name (Model::name() is set); throws Error naming the bad name and the choices.
+std::unique_ptr<Model> make_model(const std::string& name);
+
+std::unique_ptr<Model> make_resnet18();
+std::unique_ptr<Model> make_mobilenet_v2();
+std::unique_ptr<Model> make_vit();
+
+}  // namespace ringtrain::nn

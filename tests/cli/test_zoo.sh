@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The model zoo through the command: every model trains, saves, and evaluates from its checkpoint alone
+# (eval takes the model from the metadata and repeats the training run's final accuracy); --threads 2
+# trains too; bad --model names, another model's checkpoint, --tp on a zoo model and bench --model are
+# refused in one line; a resnet18 run killed mid-epoch resumes bit for bit (batch-norm buffers included).
+: "${TESTS_DIR:?run through CTest, which sets TESTS_DIR, RINGTRAIN and PYTHON}"
+source "$TESTS_DIR/lib.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+"$PYTHON" "$TESTS_DIR/make_idx.py" good "$WORK/toy" --train 192 --test 64
+T="$RINGTRAIN train --data $WORK/toy --epochs 1 --batch-size 16 --log-every 0 --quiet --seed 3"
+
+for m in resnet18 mobilenet_v2 vit; do
+  $T --model "$m" --max-steps 4 --save "$WORK/$m.st" > "$WORK/$m.log" 2>&1 || { fail "$m: train exited $?"; tail -3 "$WORK/$m.log"; continue; }
+  grep -q "^ringtrain: $m (" "$WORK/$m.log" && pass || fail "$m: the header does not name the model"
+  trained=$(sed -n 's/^test accuracy: //p' "$WORK/$m.log")
+  "$RINGTRAIN" eval --checkpoint "$WORK/$m.st" --data "$WORK/toy" > "$WORK/$m.eval" 2>&1 || { fail "$m: eval exited $?"; cat "$WORK/$m.eval"; continue; }
+  grep -q "^model: $m$" "$WORK/$m.eval" && pass || fail "$m: eval did not take the model from the checkpoint"
+  evaluated=$(sed -n 's/^test accuracy: //p' "$WORK/$m.eval")
+  [ -n "$trained" ] && [ "$trained" = "$evaluated" ] && pass || fail "$m: eval says '$evaluated', training said '$trained'"
+  $T --model "$m" --max-steps 2 --threads 2 > "$WORK/$m.t2.log" 2>&1 && pass || { fail "$m --threads 2 exited $?"; tail -3 "$WORK/$m.t2.log"; }
+done
+grep -q "layer1.0.bn1.num_batches_tracked" "$WORK/resnet18.st" && pass || fail "resnet18: no batch-norm counter in the checkpoint"
+
+expect_error "unknown model" "--model 'resnet50' is not one of lenet5, resnet18, mobilenet_v2, vit" $T --model resnet50
+expect_error "another model's checkpoint" "is a resnet18 checkpoint, not vit" \
+  "$RINGTRAIN" eval --checkpoint "$WORK/resnet18.st" --data "$WORK/toy" --model vit
+expect_error "init from another model" "is a vit checkpoint, not mobilenet_v2" $T --model mobilenet_v2 --init-from "$WORK/vit.st"
+expect_error "--tp on a zoo model" "--tp: tensor parallelism splits only lenet5" $T --model vit --tp 2
+expect_error "bench --model" "--model 'alexnet' is not one of" "$RINGTRAIN" bench --model alexnet --data "$WORK/toy"
+
+# Kill-and-resume, resnet18: 2 epochs of 12 steps, a checkpoint every 5 steps, killed after step 8.
+R="$RINGTRAIN train --model resnet18 --data $WORK/toy --epochs 2 --batch-size 16 --log-every 0 --quiet --seed 5"
+$R --save "$WORK/full.st" > "$WORK/full.log" 2>&1 || { fail "uninterrupted resnet18 run"; tail -3 "$WORK/full.log"; }
+RINGTRAIN_FAULT_KILL="0:8" $R --checkpoint-dir "$WORK/ck" --checkpoint-every 5 > /dev/null 2>&1
+[ -f "$WORK/ck/step-00000005.safetensors" ] && pass || fail "no checkpoint before the kill"
+$R --checkpoint-dir "$WORK/ck" --checkpoint-every 5 --resume --save "$WORK/resumed.st" > "$WORK/resumed.log" 2>&1 ||
+  { fail "resume exited $?"; tail -3 "$WORK/resumed.log"; }
+grep -q "resumed from .*step-00000005" "$WORK/resumed.log" && pass || fail "did not resume from step 5"
+cmp -s "$WORK/full.st" "$WORK/resumed.st" && pass ||
+  fail "resumed resnet18 differs from the uninterrupted run ($("$PYTHON" "$TESTS_DIR/compare_weights.py" "$WORK/full.st" "$WORK/resumed.st"))"
+finish
