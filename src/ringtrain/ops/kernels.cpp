@@ -41,6 +41,8 @@ const KernelTable& reference_kernels() {
     t.softmax_xent_backward = ref::softmax_xent_backward<float>;
     t.adam_step = ref::adam_step;
     // ---- the zoo's convolution and pooling ops ----
+    t.avgpool_global_forward = ref::avgpool_global_forward<float>;
+    t.avgpool_global_backward = ref::avgpool_global_backward<float>;
 
     // ---- end of the zoo's convolution and pooling ops ----
 

@@ -56,6 +56,9 @@ struct KernelTable {
   void (*adam_step)(float* params, const float* grads, float* m, float* v, std::size_t n, const AdamStep& a) = nullptr;
 
   // ---- the zoo's convolution and pooling ops (general conv, depthwise, pooling) ----
+  // Global average pooling (pool.h): out [NC] = mean of each plane of inp [NC][HW]; backward overwrites dinp.
+  void (*avgpool_global_forward)(float* out, const float* inp, int64_t NC, int HW) = nullptr;
+  void (*avgpool_global_backward)(float* dinp, const float* dout, int64_t NC, int HW) = nullptr;
 
   // ---- end of the zoo's convolution and pooling ops ----
 

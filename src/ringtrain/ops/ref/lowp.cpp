@@ -38,7 +38,7 @@ const KernelTable& base() {
 
 inline std::size_t in_size(const Conv2dShape& s) { return std::size_t(s.N) * s.C * s.H * s.W; }
 inline std::size_t out_size(const Conv2dShape& s) { return std::size_t(s.N) * s.K * s.P() * s.Q(); }
-inline std::size_t w_size(const Conv2dShape& s) { return std::size_t(s.K) * s.C * s.R * s.S; }
+inline std::size_t w_size(const Conv2dShape& s) { return std::size_t(s.K) * s.Cg() * s.R * s.S; }
 
 template <int LV, int P>
 struct Wrap {
