@@ -77,18 +77,18 @@ TEST(ZooConvLayers, BadArgumentsThrow) {
   EXPECT_THROW(Model(Shape{1, 7, 8}, std::move(layers)), Error);
 }
 
-struct Run {
+struct StepResult {
   std::vector<float> logits, grads;
 };
 
-Run step(Model& m, const ops::KernelTable& k, int threads, int N) {
+StepResult step(Model& m, const ops::KernelTable& k, int threads, int N) {
   m.set_threads(threads);
   m.reserve(N);
   Rng rng(5);
   std::vector<float> x(std::size_t(N) * 144), dl(std::size_t(N) * 10);
   for (auto& v : x) v = rng.uniform(-1.0f, 1.0f);
   for (auto& v : dl) v = rng.uniform(-1.0f, 1.0f);
-  Run r;
+  StepResult r;
   const float* logits = m.forward(k, x.data(), N);
   r.logits.assign(logits, logits + dl.size());
   m.backward(k, x.data(), dl.data(), N);
@@ -108,11 +108,11 @@ TEST(ZooConvLayers, OneAndTwoThreads) {
     for (int N : {16, 40}) {
       SCOPED_TRACE("batch " + std::to_string(N));
       std::fill_n(m->params().grads(), m->params().size(), NAN);
-      const Run one = step(*m, k, 1, N);
+      const StepResult one = step(*m, k, 1, N);
       std::fill_n(m->params().grads(), m->params().size(), NAN);
-      const Run two = step(*m, k, 2, N);
+      const StepResult two = step(*m, k, 2, N);
       std::fill_n(m->params().grads(), m->params().size(), NAN);
-      const Run again = step(*m, k, 2, N);
+      const StepResult again = step(*m, k, 2, N);
       EXPECT_EQ(0, std::memcmp(one.logits.data(), two.logits.data(), one.logits.size() * sizeof(float)));
       EXPECT_EQ(0, std::memcmp(two.grads.data(), again.grads.data(), two.grads.size() * sizeof(float)));
       for (const ParamView& v : m->params().views()) {

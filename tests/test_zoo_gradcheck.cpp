@@ -149,7 +149,7 @@ TEST(ZooGradientCheck, GlobalAveragePool) {
   for (auto [NC, HW] : {std::pair{6, 49}, std::pair{5, 4}, std::pair{3, 1}}) {
     Rng rng(uint64_t(NC * 10 + HW));
     std::vector<double> inp = uniform(std::size_t(NC) * HW, rng), R = uniform(std::size_t(NC), rng),
-                        out(std::size_t(NC));
+                        out(NC);
     auto f = [&] {
       ref::avgpool_global_forward(out.data(), inp.data(), NC, HW);
       return project(out, R);
