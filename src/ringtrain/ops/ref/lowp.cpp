@@ -91,6 +91,17 @@ struct Wrap {
 
 
     // ---- the zoo's normalisation, activation and Transformer ops ----
+    // The attention core multiplies its operands (q k^T, probs v and their gradients): qkv and dout are rounded
+    // like a linear op's; the probabilities are the kernel's own fp32 state (as conv+pool's `saved`). The other
+    // ops of this region are fp32 (the copied base entries).
+    t.attention_forward = [](float* out, float* probs, const float* qkv, const AttentionShape& s) {
+      base<LV>().attention_forward(out, probs, rounded<P>(0, qkv, std::size_t(s.N) * s.T * 3 * s.D), s);
+    };
+    t.attention_backward = [](float* dqkv, const float* dout, const float* qkv, const float* probs,
+                              const AttentionShape& s) {
+      base<LV>().attention_backward(dqkv, rounded<P>(0, dout, std::size_t(s.N) * s.T * s.D),
+                                    rounded<P>(2, qkv, std::size_t(s.N) * s.T * 3 * s.D), probs, s);
+    };
 
     // ---- end of the zoo's normalisation, activation and Transformer ops ----
     return t;
