@@ -6,6 +6,7 @@
 //   bench_ops [--batch 256] [Google Benchmark flags, e.g. --benchmark_filter=conv2]
 //   RINGTRAIN_ISA=avx2 bench_ops     (another kernel level; default: the best this CPU runs)
 //   bench_ops --precision bf16       (the kernels of another compute precision, ops/lowp.h; default fp32)
+//   bench_ops --zoo-batch 64 --benchmark_filter=zoo   (the zoo's conv shapes: resnet18, mobilenet_v2, ViT)
 //
 // Ends with the issue-3 comparison: the five convolution passes of a step (conv1 forward and
 // backward-weight, conv2 forward, backward-data and backward-weight), ringtrain vs oneDNN, as the
@@ -40,6 +41,7 @@ using namespace ringtrain;
 namespace {
 
 int g_batch = 256;
+int g_zoo_batch = 64;  // the zoo models' training batch
 double g_peak = 0.0;  // GFLOP/s
 const ops::KernelTable* g_k = nullptr;
 
@@ -61,19 +63,47 @@ ops::Conv2dShape conv2_shape() {
   return s;
 }
 
+// The zoo's conv shapes at batch g_zoo_batch (28x28x1 inputs), named model/layer.
+struct ZooShape {
+  const char* name;
+  ops::Conv2dShape s;
+};
+std::vector<ZooShape> zoo_shapes() {
+  auto c = [](int C, int HW, int K, int k, int st, int pad, int groups = 1) {
+    ops::Conv2dShape s;
+    s.N = g_zoo_batch, s.C = C, s.H = s.W = HW, s.K = K, s.R = s.S = k, s.stride = st, s.pad = pad, s.groups = groups;
+    return s;
+  };
+  return {{"resnet18 stem 1x28x28->64 k7s2", c(1, 28, 64, 7, 2, 3)},
+          {"resnet18 64x7x7->64 k3", c(64, 7, 64, 3, 1, 1)},
+          {"resnet18 64x7x7->128 k3s2", c(64, 7, 128, 3, 2, 1)},
+          {"resnet18 64x7x7->128 k1s2", c(64, 7, 128, 1, 2, 0)},
+          {"resnet18 128x4x4->128 k3", c(128, 4, 128, 3, 1, 1)},
+          {"resnet18 256x2x2->256 k3", c(256, 2, 256, 3, 1, 1)},
+          {"resnet18 512x1x1->512 k3", c(512, 1, 512, 3, 1, 1)},
+          {"mobilenet_v2 stem 1x28x28->32 k3s2", c(1, 28, 32, 3, 2, 1)},
+          {"mobilenet_v2 dw 96x14x14 s2", c(96, 14, 96, 3, 2, 1, 96)},
+          {"mobilenet_v2 dw 144x7x7 s1", c(144, 7, 144, 3, 1, 1, 144)},
+          {"mobilenet_v2 pw 16x14x14->96", c(16, 14, 96, 1, 1, 0)},
+          {"mobilenet_v2 pw 144x7x7->24", c(144, 7, 24, 1, 1, 0)},
+          {"mobilenet_v2 pw 960x1x1->320", c(960, 1, 320, 1, 1, 0)},
+          {"vit patch 1x28x28->128 k7s7", c(1, 28, 128, 7, 7, 0)}};
+}
+
 // Buffers of one convolution layer, filled with random data.
 struct ConvData {
   ops::Conv2dShape s;
   std::vector<float> x, w, b, y, dy, dx, dw, db, pooled, dpooled, saved;
-  explicit ConvData(const ops::Conv2dShape& shape) : s(shape) {
+  explicit ConvData(const ops::Conv2dShape& shape, bool fused = true) : s(shape) {
     x = random_vec(std::size_t(s.N) * s.C * s.H * s.W, 1);
-    w = random_vec(std::size_t(s.K) * s.C * s.R * s.S, 2);
+    w = random_vec(std::size_t(s.K) * s.Cg() * s.R * s.S, 2);
     b = random_vec(s.K, 3);
     y.resize(std::size_t(s.N) * s.K * s.P() * s.Q());
     dy = random_vec(y.size(), 4);
     dx.resize(x.size());
     dw.resize(w.size());
     db.resize(b.size());
+    if (!fused) return;
     pooled.resize(y.size() / 4);
     dpooled = random_vec(pooled.size(), 5);
     if (g_k->conv2d_relu_pool_saved) saved.resize(g_k->conv2d_relu_pool_saved(s));
@@ -132,6 +162,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--batch") == 0) g_batch = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--precision") == 0) precision = ops::parse_precision(argv[i + 1]);
+    if (std::strcmp(argv[i], "--zoo-batch") == 0) g_zoo_batch = std::atoi(argv[i + 1]);
   }
   g_k = &ops::kernels_for(ops::default_isa(), precision);
   g_peak = bench::fp32_peak_gflops();
@@ -206,6 +237,47 @@ int main(int argc, char** argv) {
   add("oneDNN conv2/backward_data", m2, [&] { d2.backward_data(); });
   add("oneDNN conv2/backward_weight", m2, [&] { d2.backward_weight(); });
 #endif
+
+  // ---- the zoo's convolutions (batch g_zoo_batch): the three passes, oneDNN beside where it has groups 1 ----
+  static std::vector<std::unique_ptr<ConvData>> zoo;
+#ifdef RINGTRAIN_HAVE_DNNL
+  static std::vector<std::unique_ptr<ops::dnnl_rival::Conv2d>> zoo_dnnl;
+#endif
+  for (const ZooShape& z : zoo_shapes()) {
+    zoo.push_back(std::make_unique<ConvData>(z.s, false));
+    ConvData* c = zoo.back().get();
+    {  // validation against the reference kernels (no bias: the zoo's convs mostly precede batch norm)
+      const ops::KernelTable& r = ops::reference_kernels();
+      std::vector<float> want_y(c->y.size()), want_dx(c->x.size()), want_dw(c->w.size());
+      k.conv2d_forward(c->y.data(), c->x.data(), c->w.data(), nullptr, c->s);
+      r.conv2d_forward(want_y.data(), c->x.data(), c->w.data(), nullptr, c->s);
+      k.conv2d_backward_data(c->dx.data(), c->dy.data(), c->w.data(), c->s);
+      r.conv2d_backward_data(want_dx.data(), c->dy.data(), c->w.data(), c->s);
+      k.conv2d_backward_weight(c->dw.data(), nullptr, c->dy.data(), c->x.data(), c->s);
+      r.conv2d_backward_weight(want_dw.data(), nullptr, c->dy.data(), c->x.data(), c->s);
+      std::printf("validation vs reference (%s, batch %d): forward %.1e, backward-data %.1e, backward-weight %.1e\n",
+                  z.name, g_zoo_batch, max_rel_diff(c->y, want_y), max_rel_diff(c->dx, want_dx),
+                  max_rel_diff(c->dw, want_dw));
+    }
+    const double f = c->s.macs() * 2;
+    const std::string name = std::string("zoo ") + z.name;
+    add(name + "/forward", f, [c, &k] { k.conv2d_forward(c->y.data(), c->x.data(), c->w.data(), nullptr, c->s); });
+    add(name + "/backward_data", f, [c, &k] { k.conv2d_backward_data(c->dx.data(), c->dy.data(), c->w.data(), c->s); });
+    add(name + "/backward_weight", f,
+        [c, &k] { k.conv2d_backward_weight(c->dw.data(), nullptr, c->dy.data(), c->x.data(), c->s); });
+#ifdef RINGTRAIN_HAVE_DNNL
+    if (c->s.groups == 1) {
+      zoo_dnnl.push_back(std::make_unique<ops::dnnl_rival::Conv2d>(c->s));
+      ops::dnnl_rival::Conv2d* d = zoo_dnnl.back().get();
+      d->set_input(c->x.data());
+      d->set_weight(c->w.data(), c->b.data());
+      d->set_dout(c->dy.data());
+      add("oneDNN " + name + "/forward", f, [d] { d->forward(); });
+      add("oneDNN " + name + "/backward_data", f, [d] { d->backward_data(); });
+      add("oneDNN " + name + "/backward_weight", f, [d] { d->backward_weight(); });
+    }
+#endif
+  }
 
   // ---- linear layers, activations, pooling, loss ----
   struct Lin {

@@ -1,4 +1,4 @@
-// Parameter-free layers: ReLU and MaxPool2d (window k, stride k).
+// Parameter-free layers: ReLU and MaxPool2d (window k, stride (default k), -inf padding; PyTorch's floor mode).
 #pragma once
 #include <cstdint>
 
@@ -25,7 +25,8 @@ class ReLU : public Layer {
 
 class MaxPool2d : public Layer {
  public:
-  MaxPool2d(std::string name, int window) : Layer(std::move(name)), window_(window) {}
+  // stride 0: the window (non-overlapping). Throws Error unless 1 <= window <= 16 and 0 <= pad <= window / 2.
+  MaxPool2d(std::string name, int kernel, int stride = 0, int pad = 0);
   Shape configure(const Shape& in) override;
   void reserve(int max_batch) override;
   void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) override;
@@ -38,7 +39,8 @@ class MaxPool2d : public Layer {
 
  private:
   ops::PoolShape shape(int N) const;
-  int window_;
+  int64_t out_per_sample() const;
+  int window_, stride_, pad_;
   Shape in_;
   AlignedBuffer<uint8_t> argmax_;
 };

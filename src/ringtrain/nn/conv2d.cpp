@@ -1,11 +1,17 @@
 #include "ringtrain/nn/conv2d.h"
 
+#include <algorithm>
+
 #include "ringtrain/core/error.h"
 
 namespace ringtrain::nn {
 
-ops::Conv2dShape conv_shape(int in_channels, int out_channels, int kernel, int stride, int pad) {
+ops::Conv2dShape conv_shape(int in_channels, int out_channels, int kernel, int stride, int pad, int groups) {
+  check(groups >= 1 && in_channels % groups == 0 && out_channels % groups == 0,
+        "conv2d: groups " + std::to_string(groups) + " must divide in_channels " + std::to_string(in_channels) +
+            " and out_channels " + std::to_string(out_channels));
   ops::Conv2dShape s;
+  s.groups = groups;
   s.C = in_channels;
   s.K = out_channels;
   s.R = s.S = kernel;
@@ -14,9 +20,12 @@ ops::Conv2dShape conv_shape(int in_channels, int out_channels, int kernel, int s
   return s;
 }
 
-std::vector<int> declare_conv_params(ParameterSet& params, const std::string& name, const ops::Conv2dShape& s) {
-  const int fan_in = s.C * s.R * s.S;
-  return {params.declare(name + ".weight", {s.K, s.C, s.R, s.S}, fan_in), params.declare(name + ".bias", {s.K}, fan_in)};
+std::vector<int> declare_conv_params(ParameterSet& params, const std::string& name, const ops::Conv2dShape& s,
+                                     bool bias, Init weight_init, Init bias_init) {
+  const int fan_in = s.Cg() * s.R * s.S;
+  std::vector<int> out{params.declare(name + ".weight", {s.K, s.Cg(), s.R, s.S}, fan_in, weight_init)};
+  if (bias) out.push_back(params.declare(name + ".bias", {s.K}, fan_in, bias_init));
+  return out;
 }
 
 void configure_conv_input(ops::Conv2dShape& s, const Shape& in, const std::string& name) {
@@ -26,10 +35,17 @@ void configure_conv_input(ops::Conv2dShape& s, const Shape& in, const std::strin
   check(s.P() > 0 && s.Q() > 0, name + ": input " + shape_str(in) + " is smaller than the kernel");
 }
 
-Conv2d::Conv2d(std::string name, int in_channels, int out_channels, int kernel, int stride, int pad)
-    : Layer(std::move(name)), shape_(conv_shape(in_channels, out_channels, kernel, stride, pad)) {}
+Conv2d::Conv2d(std::string name, int in_channels, int out_channels, int kernel, int stride, int pad, int groups,
+               bool bias, Init weight_init, Init bias_init)
+    : Layer(std::move(name)),
+      shape_(conv_shape(in_channels, out_channels, kernel, stride, pad, groups)),
+      bias_(bias),
+      weight_init_(weight_init),
+      bias_init_(bias_init) {}
 
-void Conv2d::declare(ParameterSet& params) { param_indices_ = declare_conv_params(params, name_, shape_); }
+void Conv2d::declare(ParameterSet& params) {
+  param_indices_ = declare_conv_params(params, name_, shape_, bias_, weight_init_, bias_init_);
+}
 
 Shape Conv2d::configure(const Shape& in) {
   configure_conv_input(shape_, in, name_);
@@ -37,10 +53,6 @@ Shape Conv2d::configure(const Shape& in) {
 }
 
 ops::Conv2dShape Conv2d::shape(int N) const { return with_batch(shape_, N); }
-
-void Conv2d::reserve(int max_batch) {
-  partials_.reserve(threads(), {std::size_t(shape_.K) * shape_.C * shape_.R * shape_.S, std::size_t(shape_.K)});
-}
 
 void Conv2d::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
   forward_slice(k, p, in, out, {N, 0, N, 0});
@@ -53,23 +65,21 @@ void Conv2d::backward(const ops::KernelTable& k, ParameterSet& p, const float* i
 
 void Conv2d::forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) {
   if (s.empty()) return;
-  k.conv2d_forward(out, in, p.param(param_indices_[0]), p.param(param_indices_[1]),
+  k.conv2d_forward(out, in, p.param(param_indices_[0]), bias_ ? p.param(param_indices_[1]) : nullptr,
                    shape(s.size()));
 }
 
 void Conv2d::backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float*,
                             const float* dout, float* din, const Slice& s) {
-  float* dweight = partials_.slot(s.t, 0, p.grad(param_indices_[0]));
-  float* dbias = partials_.slot(s.t, 1, p.grad(param_indices_[1]));
-  if (s.empty()) {
-    partials_.zero_slot(s.t, 0, dweight);
-    partials_.zero_slot(s.t, 1, dbias);
+  float* dweight = grad_slot(p, 0, s);
+  float* dbias = bias_ ? grad_slot(p, 1, s) : nullptr;
+  if (s.empty()) {  // an empty slice still writes its slots
+    std::fill_n(dweight, std::size_t(shape_.K) * shape_.Cg() * shape_.R * shape_.S, 0.0f);
+    if (dbias) std::fill_n(dbias, std::size_t(shape_.K), 0.0f);
     return;
   }
   k.conv2d_backward_weight(dweight, dbias, dout, in, shape(s.size()));
   if (din) k.conv2d_backward_data(din, dout, p.param(param_indices_[0]), shape(s.size()));
 }
-
-void Conv2d::reduce_grads(ParameterSet& p) { partials_.reduce({p.grad(param_indices_[0]), p.grad(param_indices_[1])}); }
 
 }  // namespace ringtrain::nn

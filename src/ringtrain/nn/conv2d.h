@@ -1,5 +1,6 @@
-// Conv2d layer: weight [K,C,R,S] and bias [K], stride and zero padding (PyTorch's nn.Conv2d).
-// Runs on slices of a batch (Model::set_threads); per-slice weight gradients are summed in slice order.
+// Conv2d layer: weight [K,C/groups,R,S] and (optional) bias [K], stride, zero padding and groups (PyTorch's
+// nn.Conv2d; groups == in == out channels is a depthwise conv). Runs on slices of a batch
+// (Model::set_threads); per-slice weight gradients go to grad_slot() and are summed in slice order.
 #pragma once
 #include <string>
 #include <vector>
@@ -11,8 +12,11 @@ namespace ringtrain::nn {
 
 // The pieces every convolution layer shares (Conv2d, Conv2dReluPool): its shape from the constructor's
 // arguments, its PyTorch-named parameters, and the check of the per-sample input [C,H,W].
-ops::Conv2dShape conv_shape(int in_channels, int out_channels, int kernel, int stride, int pad);
-std::vector<int> declare_conv_params(ParameterSet& params, const std::string& name, const ops::Conv2dShape& s);
+ops::Conv2dShape conv_shape(int in_channels, int out_channels, int kernel, int stride, int pad, int groups = 1);
+// "<name>.weight" [K,C/groups,R,S] and, with bias, "<name>.bias" [K]; fan_in = C/groups * R * S as in PyTorch.
+std::vector<int> declare_conv_params(ParameterSet& params, const std::string& name, const ops::Conv2dShape& s,
+                                     bool bias = true, Init weight_init = Init::fan_in_uniform(),
+                                     Init bias_init = Init::fan_in_uniform());
 void configure_conv_input(ops::Conv2dShape& s, const Shape& in, const std::string& name);
 // s with batch N.
 inline ops::Conv2dShape with_batch(ops::Conv2dShape s, int N) {
@@ -22,10 +26,12 @@ inline ops::Conv2dShape with_batch(ops::Conv2dShape s, int N) {
 
 class Conv2d : public Layer {
  public:
-  Conv2d(std::string name, int in_channels, int out_channels, int kernel, int stride = 1, int pad = 0);
+  // Throws Error unless groups divides both channel counts.
+  Conv2d(std::string name, int in_channels, int out_channels, int kernel, int stride = 1, int pad = 0, int groups = 1,
+         bool bias = true, Init weight_init = Init::fan_in_uniform(), Init bias_init = Init::fan_in_uniform());
   void declare(ParameterSet& params) override;
   Shape configure(const Shape& in) override;
-  void reserve(int max_batch) override;
+  double forward_macs() const override { return shape_.macs(); }
   void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) override;
   void backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
                 float* din, int N) override;
@@ -33,12 +39,13 @@ class Conv2d : public Layer {
   void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
   void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
                       float* din, const Slice& s) override;
-  void reduce_grads(ParameterSet& p) override;
   ops::Conv2dShape shape(int N) const;
+  bool has_bias() const { return bias_; }
 
  private:
   ops::Conv2dShape shape_;
-  GradPartials partials_;
+  bool bias_;
+  Init weight_init_, bias_init_;
 };
 
 }  // namespace ringtrain::nn

@@ -41,12 +41,28 @@ const KernelTable& reference_kernels() {
     t.softmax_xent_backward = ref::softmax_xent_backward<float>;
     t.adam_step = ref::adam_step;
     // ---- the zoo's convolution and pooling ops ----
+    t.avgpool_global_forward = ref::avgpool_global_forward<float>;
+    t.avgpool_global_backward = ref::avgpool_global_backward<float>;
 
     // ---- end of the zoo's convolution and pooling ops ----
 
 
 
     // ---- the zoo's normalisation, activation and Transformer ops ----
+    t.batch_norm_forward_train = ref::batch_norm_forward_train<float>;
+    t.batch_norm_forward_eval = ref::batch_norm_forward_eval<float>;
+    t.batch_norm_backward_train = ref::batch_norm_backward_train<float>;
+    t.batch_norm_backward_eval = ref::batch_norm_backward_eval<float>;
+    t.relu6_forward = ref::relu6_forward<float>;
+    t.relu6_backward = ref::relu6_backward<float>;
+    t.gelu_forward = ref::gelu_forward<float>;
+    t.gelu_backward = ref::gelu_backward<float>;
+    t.add_forward = ref::add_forward<float>;
+    t.dropout_forward = ref::dropout_forward<float>;
+    t.layer_norm_forward = ref::layer_norm_forward<float>;
+    t.layer_norm_backward = ref::layer_norm_backward<float>;
+    t.attention_forward = ref::attention_forward<float>;
+    t.attention_backward = ref::attention_backward<float>;
 
     // ---- end of the zoo's normalisation, activation and Transformer ops ----
     return t;

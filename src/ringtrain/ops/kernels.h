@@ -14,6 +14,7 @@
 #include "ringtrain/ops/linear.h"
 #include "ringtrain/ops/loss.h"
 #include "ringtrain/ops/pool.h"
+#include "ringtrain/ops/zoo_nn.h"
 
 namespace ringtrain::ops {
 
@@ -56,12 +57,47 @@ struct KernelTable {
   void (*adam_step)(float* params, const float* grads, float* m, float* v, std::size_t n, const AdamStep& a) = nullptr;
 
   // ---- the zoo's convolution and pooling ops (general conv, depthwise, pooling) ----
+  // Global average pooling (pool.h): out [NC] = mean of each plane of inp [NC][HW]; backward overwrites dinp.
+  void (*avgpool_global_forward)(float* out, const float* inp, int64_t NC, int HW) = nullptr;
+  void (*avgpool_global_backward)(float* dinp, const float* dout, int64_t NC, int HW) = nullptr;
 
   // ---- end of the zoo's convolution and pooling ops ----
 
 
 
   // ---- the zoo's normalisation, activation and Transformer ops ----
+  // Batch norm 2d over [N, C, H*W] (batch_norm.h): training (batch statistics; updates the running ones when
+  // not null) and eval (running statistics) forward, and their backward passes.
+  void (*batch_norm_forward_train)(float* out, float* save_mean, float* save_invstd, float* running_mean,
+                                   float* running_var, const float* x, const float* gamma, const float* beta,
+                                   const BatchNormShape& s, double eps, double momentum) = nullptr;
+  void (*batch_norm_forward_eval)(float* out, const float* x, const float* gamma, const float* beta,
+                                  const float* running_mean, const float* running_var, const BatchNormShape& s,
+                                  double eps) = nullptr;
+  void (*batch_norm_backward_train)(float* dx, float* dgamma, float* dbeta, const float* dout, const float* x,
+                                    const float* gamma, const float* save_mean, const float* save_invstd,
+                                    const BatchNormShape& s) = nullptr;
+  void (*batch_norm_backward_eval)(float* dx, float* dgamma, float* dbeta, const float* dout, const float* x,
+                                   const float* gamma, const float* running_mean, const float* running_var,
+                                   const BatchNormShape& s, double eps) = nullptr;
+  // ReLU6 and exact GELU (pointwise.h); ReLU6's backward reads the output, GELU's the input.
+  void (*relu6_forward)(float* out, const float* inp, int64_t n) = nullptr;
+  void (*relu6_backward)(float* dinp, const float* dout, const float* out, int64_t n) = nullptr;
+  void (*gelu_forward)(float* out, const float* inp, int64_t n) = nullptr;
+  void (*gelu_backward)(float* dinp, const float* dout, const float* inp, int64_t n) = nullptr;
+  // Residual add and dropout (elementwise.h); dropout's backward is the same call on dout.
+  void (*add_forward)(float* out, const float* a, const float* b, int64_t n) = nullptr;
+  void (*dropout_forward)(float* out, const float* x, const DropoutShape& s) = nullptr;
+  // Layer norm over the last dimension (layer_norm.h).
+  void (*layer_norm_forward)(float* out, float* save_mean, float* save_rstd, const float* x, const float* weight,
+                             const float* bias, const LayerNormShape& s, double eps) = nullptr;
+  void (*layer_norm_backward)(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
+                              const float* weight, const float* save_mean, const float* save_rstd,
+                              const LayerNormShape& s) = nullptr;
+  // Multi-head self-attention core on PyTorch's packed qkv (attention.h).
+  void (*attention_forward)(float* out, float* probs, const float* qkv, const AttentionShape& s) = nullptr;
+  void (*attention_backward)(float* dqkv, const float* dout, const float* qkv, const float* probs,
+                             const AttentionShape& s) = nullptr;
 
   // ---- end of the zoo's normalisation, activation and Transformer ops ----
 };

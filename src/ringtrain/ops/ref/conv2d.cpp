@@ -1,4 +1,6 @@
 // Reference conv2d: direct loops, no tricks. The oracle every fast kernel is tested against.
+// Groups: output channel k of group g = k / Kg reads input channels g*Cg .. g*Cg + Cg - 1 through
+// weight[k][c - g*Cg] (conv2d.h); groups = 1 is the plain convolution, in the same loop order as before.
 #include "ringtrain/ops/conv2d.h"
 
 #include <cstdint>
@@ -7,21 +9,22 @@ namespace ringtrain::ops::ref {
 
 template <typename T>
 void conv2d_forward(T* out, const T* inp, const T* weight, const T* bias, const Conv2dShape& s) {
-  const int P = s.P(), Q = s.Q();
+  const int P = s.P(), Q = s.Q(), Cg = s.Cg(), Kg = s.Kg();
   for (int n = 0; n < s.N; ++n)
     for (int k = 0; k < s.K; ++k)
       for (int p = 0; p < P; ++p)
         for (int q = 0; q < Q; ++q) {
+          const int c0 = k / Kg * Cg;
           T acc = bias ? bias[k] : T(0);
-          for (int c = 0; c < s.C; ++c)
+          for (int cg = 0; cg < Cg; ++cg)
             for (int r = 0; r < s.R; ++r) {
               int h = p * s.stride - s.pad + r;
               if (h < 0 || h >= s.H) continue;
               for (int t = 0; t < s.S; ++t) {
                 int w = q * s.stride - s.pad + t;
                 if (w < 0 || w >= s.W) continue;
-                acc += inp[((int64_t(n) * s.C + c) * s.H + h) * s.W + w] *
-                       weight[((int64_t(k) * s.C + c) * s.R + r) * s.S + t];
+                acc += inp[((int64_t(n) * s.C + c0 + cg) * s.H + h) * s.W + w] *
+                       weight[((int64_t(k) * Cg + cg) * s.R + r) * s.S + t];
               }
             }
           out[((int64_t(n) * s.K + k) * P + p) * Q + q] = acc;
@@ -30,22 +33,23 @@ void conv2d_forward(T* out, const T* inp, const T* weight, const T* bias, const 
 
 template <typename T>
 void conv2d_backward_data(T* dinp, const T* dout, const T* weight, const Conv2dShape& s) {
-  const int P = s.P(), Q = s.Q();
+  const int P = s.P(), Q = s.Q(), Cg = s.Cg(), Kg = s.Kg();
   for (int64_t i = 0; i < int64_t(s.N) * s.C * s.H * s.W; ++i) dinp[i] = T(0);
   for (int n = 0; n < s.N; ++n)
     for (int k = 0; k < s.K; ++k)
       for (int p = 0; p < P; ++p)
         for (int q = 0; q < Q; ++q) {
+          const int c0 = k / Kg * Cg;
           T g = dout[((int64_t(n) * s.K + k) * P + p) * Q + q];
-          for (int c = 0; c < s.C; ++c)
+          for (int cg = 0; cg < Cg; ++cg)
             for (int r = 0; r < s.R; ++r) {
               int h = p * s.stride - s.pad + r;
               if (h < 0 || h >= s.H) continue;
               for (int t = 0; t < s.S; ++t) {
                 int w = q * s.stride - s.pad + t;
                 if (w < 0 || w >= s.W) continue;
-                dinp[((int64_t(n) * s.C + c) * s.H + h) * s.W + w] +=
-                    g * weight[((int64_t(k) * s.C + c) * s.R + r) * s.S + t];
+                dinp[((int64_t(n) * s.C + c0 + cg) * s.H + h) * s.W + w] +=
+                    g * weight[((int64_t(k) * Cg + cg) * s.R + r) * s.S + t];
               }
             }
         }
@@ -53,25 +57,26 @@ void conv2d_backward_data(T* dinp, const T* dout, const T* weight, const Conv2dS
 
 template <typename T>
 void conv2d_backward_weight(T* dweight, T* dbias, const T* dout, const T* inp, const Conv2dShape& s) {
-  const int P = s.P(), Q = s.Q();
-  for (int64_t i = 0; i < int64_t(s.K) * s.C * s.R * s.S; ++i) dweight[i] = T(0);
+  const int P = s.P(), Q = s.Q(), Cg = s.Cg(), Kg = s.Kg();
+  for (int64_t i = 0; i < int64_t(s.K) * Cg * s.R * s.S; ++i) dweight[i] = T(0);
   if (dbias)
     for (int k = 0; k < s.K; ++k) dbias[k] = T(0);
   for (int n = 0; n < s.N; ++n)
     for (int k = 0; k < s.K; ++k)
       for (int p = 0; p < P; ++p)
         for (int q = 0; q < Q; ++q) {
+          const int c0 = k / Kg * Cg;
           T g = dout[((int64_t(n) * s.K + k) * P + p) * Q + q];
           if (dbias) dbias[k] += g;
-          for (int c = 0; c < s.C; ++c)
+          for (int cg = 0; cg < Cg; ++cg)
             for (int r = 0; r < s.R; ++r) {
               int h = p * s.stride - s.pad + r;
               if (h < 0 || h >= s.H) continue;
               for (int t = 0; t < s.S; ++t) {
                 int w = q * s.stride - s.pad + t;
                 if (w < 0 || w >= s.W) continue;
-                dweight[((int64_t(k) * s.C + c) * s.R + r) * s.S + t] +=
-                    g * inp[((int64_t(n) * s.C + c) * s.H + h) * s.W + w];
+                dweight[((int64_t(k) * Cg + cg) * s.R + r) * s.S + t] +=
+                    g * inp[((int64_t(n) * s.C + c0 + cg) * s.H + h) * s.W + w];
               }
             }
         }

@@ -38,7 +38,7 @@ const KernelTable& base() {
 
 inline std::size_t in_size(const Conv2dShape& s) { return std::size_t(s.N) * s.C * s.H * s.W; }
 inline std::size_t out_size(const Conv2dShape& s) { return std::size_t(s.N) * s.K * s.P() * s.Q(); }
-inline std::size_t w_size(const Conv2dShape& s) { return std::size_t(s.K) * s.C * s.R * s.S; }
+inline std::size_t w_size(const Conv2dShape& s) { return std::size_t(s.K) * s.Cg() * s.R * s.S; }
 
 template <int LV, int P>
 struct Wrap {
@@ -91,6 +91,17 @@ struct Wrap {
 
 
     // ---- the zoo's normalisation, activation and Transformer ops ----
+    // The attention core multiplies its operands (q k^T, probs v and their gradients): qkv and dout are rounded
+    // like a linear op's; the probabilities are the kernel's own fp32 state (as conv+pool's `saved`). The other
+    // ops of this region are fp32 (the copied base entries).
+    t.attention_forward = [](float* out, float* probs, const float* qkv, const AttentionShape& s) {
+      base<LV>().attention_forward(out, probs, rounded<P>(0, qkv, std::size_t(s.N) * s.T * 3 * s.D), s);
+    };
+    t.attention_backward = [](float* dqkv, const float* dout, const float* qkv, const float* probs,
+                              const AttentionShape& s) {
+      base<LV>().attention_backward(dqkv, rounded<P>(0, dout, std::size_t(s.N) * s.T * s.D),
+                                    rounded<P>(2, qkv, std::size_t(s.N) * s.T * 3 * s.D), probs, s);
+    };
 
     // ---- end of the zoo's normalisation, activation and Transformer ops ----
     return t;

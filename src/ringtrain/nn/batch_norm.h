@@ -1,0 +1,42 @@
+// BatchNorm2d (torch.nn.BatchNorm2d(channels, eps, momentum)) on [C, H, W]: parameters <name>.weight (1),
+// <name>.bias (0); buffers <name>.running_mean (0), <name>.running_var (1) and the I64 counter
+// <name>.num_batches_tracked. Training mode normalises with the batch's statistics (the whole batch at
+// once: needs_whole_batch(), so the model runs it on the calling thread between sliced runs), updates the
+// running statistics (unbiased variance, momentum) and counts the batch; eval mode uses the running
+// statistics and runs on slices like any per-sample layer.
+#pragma once
+#include "ringtrain/core/aligned.h"
+#include "ringtrain/nn/layer.h"
+#include "ringtrain/ops/batch_norm.h"
+
+namespace ringtrain::nn {
+
+class BatchNorm2d : public Layer {
+ public:
+  BatchNorm2d(std::string name, int channels, double eps = 1e-5, double momentum = 0.1);
+  Shape configure(const Shape& in) override;
+  void declare(ParameterSet& params) override;
+  void reserve(int max_batch) override;
+  // One multiply-add per value (the normalisation folded into a per-channel scale and shift).
+  double forward_macs() const override { return double(channels_) * hw_; }
+  void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) override;
+  void backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
+                float* din, int N) override;
+  bool supports_slices() const override { return true; }
+  bool needs_whole_batch() const override { return training(); }
+  // In training mode a slice must be the whole batch (the statistics are over the batch).
+  void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
+  void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
+                      float* din, const Slice& s) override;
+
+ private:
+  ops::BatchNormShape shape(int N) const { return {N, channels_, hw_}; }
+  void require_whole(const Slice& s) const;
+  int channels_;
+  double eps_, momentum_;
+  int hw_ = 0;
+  int running_mean_ = -1, running_var_ = -1, tracked_ = -1;  // buffer indices
+  AlignedBuffer<float> save_mean_, save_invstd_;             // the last training forward's statistics
+};
+
+}  // namespace ringtrain::nn

@@ -1,0 +1,45 @@
+// Elementwise ops between layers: the residual add and dropout.
+//   add: out = a + b over n values (its backward is two copies of dout, done by the layer).
+//   dropout (torch.nn.Dropout in training): out = x * keep / (1 - p), where keep for element e of sample n
+//     is a pure function of (seed, step, sample_id(n), e) - dropout_keep() below - so backward recomputes
+//     the mask instead of storing it, and a resumed or re-sharded run draws the same masks. p >= 1 zeroes
+//     everything (torch's special case); p == 0 is the identity.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "ringtrain/core/rng.h"
+
+namespace ringtrain::ops {
+
+struct DropoutShape {
+  int N = 1;           // samples
+  int64_t F = 1;       // values per sample
+  double p = 0.5;      // drop probability
+  uint64_t seed = 0;   // the run's seed
+  int64_t step = 0;    // the training step
+  const int64_t* sample_ids = nullptr;  // N dataset indices (null: first_sample + n)
+  int64_t first_sample = 0;
+  int64_t sample_id(int n) const { return sample_ids ? sample_ids[n] : first_sample + n; }
+};
+
+// The per-sample key of the mask (mix64 of seed, step and sample id), and whether element e is kept:
+// the top 32 bits of mix64(key + e) against round(p * 2^32), so P(keep) = 1 - p to within 2^-32.
+// (Inline: the fast kernels call them per element.)
+inline uint64_t dropout_sample_key(uint64_t seed, int64_t step, int64_t sample_id) {
+  return mix64(mix64(mix64(seed ^ 0x64726f706f7574ULL) ^ uint64_t(step)) ^ uint64_t(sample_id));
+}
+inline uint64_t dropout_threshold(double p) { return uint64_t(std::llround(p * 4294967296.0)); }
+inline bool dropout_keep(uint64_t key, int64_t e, uint64_t threshold) {
+  return (mix64(key + uint64_t(e)) >> 32) >= threshold;
+}
+
+namespace ref {
+template <typename T>
+void add_forward(T* out, const T* a, const T* b, int64_t n);
+// Overwrites out; the backward takes dout in place of x (the same mask and scale).
+template <typename T>
+void dropout_forward(T* out, const T* x, const DropoutShape& s);
+}  // namespace ref
+
+}  // namespace ringtrain::ops

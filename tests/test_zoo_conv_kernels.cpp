@@ -1,0 +1,357 @@
+// The zoo's convolution and pooling kernels (ops/cpu/zoo_conv_impl.inc) at every ISA level this CPU runs,
+// against the reference kernels in double precision: resnet18's, mobilenet_v2's and the ViT's conv shapes
+// at batch 64 and 1, 3, 17, then odd shapes (channels that fill no vector, groups 2, depthwise, strides 1-3,
+// kernels 1-7, padding), forward and both backward passes; strided / padded max-pool and global average
+// pool; the 16-bit fallback tables on grouped convs.
+//
+// Tolerances are derived as in test_kernels.cpp: a float sum of n products, in any order, with or without
+// FMA, is within gamma(n) * sum|terms| of the exact sum (gamma(n) = n u / (1 - n u), u = 2^-24); sum|terms|
+// is the reference run on |inputs|, n the reduction length plus 2 (bias add, final rounding):
+// forward Cg*R*S, backward-data Kg*R*S, backward-weight N*P*Q. Max-pool has no arithmetic: exact.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ringtrain/core/half.h"
+#include "ringtrain/core/rng.h"
+#include "ringtrain/ops/kernels.h"
+#include "ringtrain/ops/lowp.h"
+
+namespace ringtrain::ops {
+namespace {
+
+constexpr double kU = 1.0 / 16777216.0;  // float unit roundoff, 2^-24
+
+double gamma(double n) { return n * kU / (1.0 - n * kU); }
+
+std::vector<float> random_vec(std::size_t n, Rng& rng) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = rng.uniform(-1.0f, 1.0f);
+  return v;
+}
+std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+std::vector<double> abs_double(const std::vector<float>& v) {
+  std::vector<double> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = std::fabs(v[i]);
+  return out;
+}
+
+void expect_close(const char* what, const std::vector<float>& got, const std::vector<double>& want,
+                  const std::vector<double>& mag, double n) {
+  ASSERT_EQ(got.size(), want.size());
+  int bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double tol = gamma(n) * mag[i] + kU * std::fabs(want[i]) + 1e-30;
+    const double err = std::fabs(double(got[i]) - want[i]);
+    if (!(err <= tol) && bad++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want " << want[i] << " (error " << err
+                    << " > tolerance " << tol << ")";
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " outside tolerance";
+}
+
+Conv2dShape conv(int N, int C, int H, int W, int K, int RS, int stride, int pad, int groups = 1) {
+  Conv2dShape s;
+  s.N = N, s.C = C, s.H = H, s.W = W, s.K = K, s.R = s.S = RS, s.stride = stride, s.pad = pad, s.groups = groups;
+  return s;
+}
+
+std::string conv_name(const Conv2dShape& s) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "N%d_C%d_%dx%d_K%d_%dx%d_st%d_pad%d_g%d", s.N, s.C, s.H, s.W, s.K, s.R, s.S,
+                s.stride, s.pad, s.groups);
+  return buf;
+}
+
+// Per-sample zoo shapes (N set by the caller).
+std::vector<Conv2dShape> zoo_shapes() {
+  std::vector<Conv2dShape> z = {
+      // resnet18 on 28x28x1
+      conv(1, 1, 28, 28, 64, 7, 2, 3), conv(1, 64, 7, 7, 64, 3, 1, 1), conv(1, 64, 7, 7, 128, 3, 2, 1),
+      conv(1, 64, 7, 7, 128, 1, 2, 0), conv(1, 128, 4, 4, 128, 3, 1, 1), conv(1, 128, 4, 4, 256, 3, 2, 1),
+      conv(1, 128, 4, 4, 256, 1, 2, 0), conv(1, 256, 2, 2, 256, 3, 1, 1), conv(1, 256, 2, 2, 512, 3, 2, 1),
+      conv(1, 256, 2, 2, 512, 1, 2, 0), conv(1, 512, 1, 1, 512, 3, 1, 1),
+      // mobilenet_v2: stem, depthwise 3x3 (s1, s2), pointwise
+      conv(1, 1, 28, 28, 32, 3, 2, 1), conv(1, 32, 14, 14, 32, 3, 1, 1, 32), conv(1, 96, 14, 14, 96, 3, 2, 1, 96),
+      conv(1, 144, 7, 7, 144, 3, 1, 1, 144), conv(1, 144, 7, 7, 144, 3, 2, 1, 144),
+      conv(1, 192, 4, 4, 192, 3, 1, 1, 192), conv(1, 192, 4, 4, 192, 3, 2, 1, 192),
+      conv(1, 576, 2, 2, 576, 3, 1, 1, 576), conv(1, 576, 2, 2, 576, 3, 2, 1, 576),
+      conv(1, 960, 1, 1, 960, 3, 1, 1, 960), conv(1, 32, 14, 14, 16, 1, 1, 0), conv(1, 16, 14, 14, 96, 1, 1, 0),
+      conv(1, 96, 7, 7, 24, 1, 1, 0), conv(1, 24, 7, 7, 144, 1, 1, 0), conv(1, 144, 4, 4, 32, 1, 1, 0),
+      conv(1, 64, 2, 2, 384, 1, 1, 0), conv(1, 384, 2, 2, 96, 1, 1, 0), conv(1, 960, 1, 1, 320, 1, 1, 0),
+      conv(1, 320, 1, 1, 1280, 1, 1, 0),
+      // vit patch embedding
+      conv(1, 1, 28, 28, 128, 7, 7, 0)};
+  return z;
+}
+
+// Channels that fill no vector, groups 2 and depthwise, strides 1-3, kernels 1-7, padding.
+std::vector<Conv2dShape> odd_shapes() {
+  std::vector<Conv2dShape> out;
+  for (int N : {3, 17}) {
+    out.push_back(conv(N, 19, 9, 11, 23, 3, 1, 1));        // general, stride 1
+    out.push_back(conv(N, 20, 10, 9, 34, 5, 2, 2));        // stride 2, pad 2
+    out.push_back(conv(N, 18, 11, 13, 21, 7, 3, 3));       // 7x7, stride 3
+    out.push_back(conv(N, 22, 6, 7, 18, 2, 1, 0));         // even kernel
+    out.push_back(conv(N, 18, 9, 9, 26, 3, 2, 1, 2));      // groups 2
+    out.push_back(conv(N, 34, 5, 5, 30, 1, 1, 0, 2));      // pointwise, groups 2
+    out.push_back(conv(N, 17, 13, 12, 40, 1, 1, 0));       // pointwise with 156-wide planes (direct GEMM)
+    out.push_back(conv(N, 40, 12, 12, 17, 1, 1, 0));       // direct, narrow output
+    out.push_back(conv(N, 33, 5, 6, 19, 1, 2, 0));         // strided 1x1
+    out.push_back(conv(N, 21, 9, 10, 21, 3, 1, 1, 21));    // depthwise
+    out.push_back(conv(N, 13, 17, 19, 13, 5, 2, 2, 13));   // depthwise 5x5 stride 2
+    out.push_back(conv(N, 11, 8, 7, 11, 3, 3, 0, 11));     // depthwise stride 3, no padding
+    out.push_back(conv(N, 10, 3, 3, 10, 3, 1, 1, 10));     // depthwise, plane smaller than a vector
+    out.push_back(conv(N, 12, 8, 8, 24, 3, 1, 1, 4));      // 4 groups of 3 -> 6
+    out.push_back(conv(N, 30, 6, 6, 20, 3, 1, 0, 10));     // 10 groups of 3 -> 2
+    out.push_back(conv(N, 17, 3, 3, 33, 3, 1, 2));         // padding larger than the plane's half
+  }
+  return out;
+}
+
+std::vector<Conv2dShape> all_shapes() {
+  std::vector<Conv2dShape> out;
+  for (int N : {64, 1, 3, 17})
+    for (Conv2dShape s : zoo_shapes()) {
+      s.N = N;
+      out.push_back(s);
+    }
+  for (const Conv2dShape& s : odd_shapes()) out.push_back(s);
+  return out;
+}
+
+std::size_t in_size(const Conv2dShape& s) { return std::size_t(s.N) * s.C * s.H * s.W; }
+std::size_t out_size(const Conv2dShape& s) { return std::size_t(s.N) * s.K * s.P() * s.Q(); }
+std::size_t w_size(const Conv2dShape& s) { return std::size_t(s.K) * s.Cg() * s.R * s.S; }
+
+// One shape's random operands and the double-precision reference results, computed once for every level.
+struct Case {
+  Conv2dShape s;
+  std::vector<float> x, w, b, dy;
+  std::vector<double> y, y_mag, dx, dx_mag, dw, dw_mag, db, db_mag;
+};
+
+const Case& reference_case(const Conv2dShape& s) {
+  static std::map<std::string, Case> cache;
+  auto [it, fresh] = cache.try_emplace(conv_name(s));
+  Case& c = it->second;
+  if (!fresh) return c;
+  Rng rng(uint64_t(std::hash<std::string>{}(conv_name(s))));
+  c.s = s;
+  c.x = random_vec(in_size(s), rng);
+  c.w = random_vec(w_size(s), rng);
+  c.b = random_vec(s.K, rng);
+  c.dy = random_vec(out_size(s), rng);
+  const auto x = to_double(c.x), w = to_double(c.w), b = to_double(c.b), dy = to_double(c.dy);
+  const auto ax = abs_double(c.x), aw = abs_double(c.w), ab = abs_double(c.b), ady = abs_double(c.dy);
+  c.y.resize(out_size(s)), c.y_mag.resize(out_size(s));
+  c.dx.resize(in_size(s)), c.dx_mag.resize(in_size(s));
+  c.dw.resize(w_size(s)), c.dw_mag.resize(w_size(s)), c.db.resize(s.K), c.db_mag.resize(s.K);
+  ref::conv2d_forward(c.y.data(), x.data(), w.data(), b.data(), s);
+  ref::conv2d_forward(c.y_mag.data(), ax.data(), aw.data(), ab.data(), s);
+  ref::conv2d_backward_data(c.dx.data(), dy.data(), w.data(), s);
+  ref::conv2d_backward_data(c.dx_mag.data(), ady.data(), aw.data(), s);
+  ref::conv2d_backward_weight(c.dw.data(), c.db.data(), dy.data(), x.data(), s);
+  ref::conv2d_backward_weight(c.dw_mag.data(), c.db_mag.data(), ady.data(), ax.data(), s);
+  return c;
+}
+
+bool level_under_test(IsaLevel level) {
+  const char* env = std::getenv("RINGTRAIN_ISA");
+  return !(env && *env) || level == IsaLevel::Ref || level == parse_isa(env);
+}
+
+class ZooConvTest : public ::testing::TestWithParam<IsaLevel> {
+ protected:
+  void SetUp() override {
+    if (!level_under_test(GetParam()))
+      GTEST_SKIP() << "RINGTRAIN_ISA=" << std::getenv("RINGTRAIN_ISA") << " selects another level";
+  }
+  const KernelTable& k() { return kernels_for(GetParam()); }
+};
+
+TEST_P(ZooConvTest, Conv2dForward) {
+  for (const Conv2dShape& s : all_shapes()) {
+    SCOPED_TRACE(conv_name(s));
+    const Case& c = reference_case(s);
+    std::vector<float> y(out_size(s), NAN);
+    k().conv2d_forward(y.data(), c.x.data(), c.w.data(), c.b.data(), s);
+    expect_close("out", y, c.y, c.y_mag, s.Cg() * s.R * s.S + 2);
+  }
+}
+
+TEST_P(ZooConvTest, Conv2dForwardWithoutBias) {
+  for (const Conv2dShape& s : odd_shapes()) {
+    SCOPED_TRACE(conv_name(s));
+    const Case& c = reference_case(s);
+    std::vector<float> y(out_size(s), NAN);
+    k().conv2d_forward(y.data(), c.x.data(), c.w.data(), nullptr, s);
+    std::vector<double> want(out_size(s)), mag(out_size(s));
+    ref::conv2d_forward(want.data(), to_double(c.x).data(), to_double(c.w).data(), static_cast<const double*>(nullptr), s);
+    ref::conv2d_forward(mag.data(), abs_double(c.x).data(), abs_double(c.w).data(), static_cast<const double*>(nullptr), s);
+    expect_close("out", y, want, mag, s.Cg() * s.R * s.S + 2);
+  }
+}
+
+TEST_P(ZooConvTest, Conv2dBackwardData) {
+  for (const Conv2dShape& s : all_shapes()) {
+    SCOPED_TRACE(conv_name(s));
+    const Case& c = reference_case(s);
+    std::vector<float> dx(in_size(s), NAN);
+    k().conv2d_backward_data(dx.data(), c.dy.data(), c.w.data(), s);
+    expect_close("dinp", dx, c.dx, c.dx_mag, s.Kg() * s.R * s.S + 2);
+  }
+}
+
+TEST_P(ZooConvTest, Conv2dBackwardWeight) {
+  for (const Conv2dShape& s : all_shapes()) {
+    SCOPED_TRACE(conv_name(s));
+    const Case& c = reference_case(s);
+    std::vector<float> dw(w_size(s), NAN), db(s.K, NAN);
+    k().conv2d_backward_weight(dw.data(), db.data(), c.dy.data(), c.x.data(), s);
+    const double n = double(s.N) * s.P() * s.Q() + 2;
+    expect_close("dweight", dw, c.dw, c.dw_mag, n);
+    expect_close("dbias", db, c.db, c.db_mag, n);
+    // Without a bias the weight gradient is the same.
+    std::vector<float> dw2(w_size(s), NAN);
+    k().conv2d_backward_weight(dw2.data(), nullptr, c.dy.data(), c.x.data(), s);
+    EXPECT_EQ(0, std::memcmp(dw2.data(), dw.data(), dw.size() * sizeof(float))) << "dweight without dbias";
+  }
+}
+
+// Max-pool with stride and padding: no arithmetic, so exact, ties (integer data) and NaNs included.
+TEST_P(ZooConvTest, MaxPoolStridedPaddedExact) {
+  auto pool = [](int NC, int H, int W, int k, int st, int pad) {
+    PoolShape s{NC, H, W, k};
+    s.stride = st;
+    s.pad = pad;
+    return s;
+  };
+  const PoolShape shapes[] = {pool(64 * 64, 14, 14, 3, 2, 1), pool(5, 7, 8, 3, 2, 1), pool(3, 9, 9, 2, 1, 1),
+                              pool(4, 5, 6, 3, 1, 0),         pool(2, 1, 1, 3, 2, 1), pool(3, 10, 11, 5, 3, 2),
+                              pool(6, 6, 6, 2, 0, 0),         pool(2, 9, 10, 3, 0, 0)};
+  Rng rng(21);
+  for (const PoolShape& s : shapes) {
+    SCOPED_TRACE("NC" + std::to_string(s.NC) + " " + std::to_string(s.H) + "x" + std::to_string(s.W) + " k" +
+                 std::to_string(s.k) + " s" + std::to_string(s.st()) + " p" + std::to_string(s.pad));
+    std::vector<float> x(std::size_t(s.NC) * s.H * s.W);
+    for (auto& v : x) v = float(int(rng.below(5)) - 2);  // plenty of ties
+    for (std::size_t i = 0; i < x.size(); i += 37) x[i] = NAN;
+    const std::size_t no = std::size_t(s.NC) * s.P() * s.Q();
+    std::vector<float> y(no), wy(no), dy = random_vec(no, rng), dx(x.size(), NAN), wdx(x.size());
+    std::vector<uint8_t> am(no), wam(no);
+    k().maxpool2d_forward(y.data(), am.data(), x.data(), s);
+    ref::maxpool2d_forward(wy.data(), wam.data(), x.data(), s);
+    EXPECT_EQ(0, std::memcmp(y.data(), wy.data(), no * sizeof(float)));  // NaNs too, bit for bit
+    EXPECT_EQ(am, wam);
+    k().maxpool2d_backward(dx.data(), dy.data(), am.data(), s);
+    ref::maxpool2d_backward(wdx.data(), dy.data(), wam.data(), s);
+    EXPECT_EQ(0, std::memcmp(dx.data(), wdx.data(), dx.size() * sizeof(float)));
+  }
+}
+
+// PyTorch's semantics on a hand-made window: padding is -inf (an all-negative plane still yields its
+// maximum, never 0), the first of equal maxima wins, a NaN wins.
+TEST_P(ZooConvTest, MaxPoolPaddingIsMinusInfinity) {
+  PoolShape s{1, 2, 2, 3};
+  s.stride = 2;
+  s.pad = 1;
+  ASSERT_EQ(s.P(), 1);
+  const float x[4] = {-5.0f, -3.0f, -3.0f, -4.0f};
+  float y = 0.0f;
+  uint8_t am = 99;
+  k().maxpool2d_forward(&y, &am, x, s);
+  EXPECT_EQ(y, -3.0f);
+  EXPECT_EQ(am, 1 * 3 + 2);  // window position (dy 1, dx 2) = input (0, 1)
+  const float xn[4] = {-5.0f, -3.0f, NAN, 7.0f};
+  k().maxpool2d_forward(&y, &am, xn, s);
+  EXPECT_TRUE(std::isnan(y));
+  EXPECT_EQ(am, 2 * 3 + 1);
+}
+
+TEST_P(ZooConvTest, GlobalAveragePool) {
+  Rng rng(22);
+  for (auto [NC, HW] : {std::pair{64 * 512, 1}, std::pair{64 * 320, 4}, std::pair{17 * 5, 16}, std::pair{3 * 7, 49},
+                        std::pair{2, 33}, std::pair{1, 196}}) {
+    SCOPED_TRACE("NC" + std::to_string(NC) + " HW" + std::to_string(HW));
+    auto x = random_vec(std::size_t(NC) * HW, rng), dy = random_vec(std::size_t(NC), rng);
+    std::vector<float> y(std::size_t(NC), NAN), dx(x.size(), NAN);
+    k().avgpool_global_forward(y.data(), x.data(), NC, HW);
+    k().avgpool_global_backward(dx.data(), dy.data(), NC, HW);
+    std::vector<double> wy(y.size()), my(y.size()), wdx(dx.size()), mdx(dx.size());
+    ref::avgpool_global_forward(wy.data(), to_double(x).data(), NC, HW);
+    ref::avgpool_global_forward(my.data(), abs_double(x).data(), NC, HW);
+    ref::avgpool_global_backward(wdx.data(), to_double(dy).data(), NC, HW);
+    ref::avgpool_global_backward(mdx.data(), abs_double(dy).data(), NC, HW);
+    expect_close("out", y, wy, my, HW + 2);  // HW terms, the division
+    expect_close("dinp", dx, wdx, mdx, 2);   // one division
+  }
+}
+
+// The 16-bit fallback tables on grouped and depthwise convs: the same results as the reference run on
+// operands rounded to the 16-bit type (lowp.h: every tensor operand rounded, biases and sums fp32), within
+// the fp32 summation bound.
+TEST_P(ZooConvTest, SixteenBitFallbackOnGroupedConv) {
+  const Conv2dShape shapes[] = {conv(17, 18, 9, 9, 26, 3, 2, 1, 2), conv(3, 21, 9, 10, 21, 3, 1, 1, 21),
+                                conv(5, 64, 7, 7, 128, 3, 2, 1), conv(4, 34, 5, 5, 30, 1, 1, 0, 2)};
+  for (Precision p : {Precision::Bf16, Precision::Fp16}) {
+    const KernelTable& t = rounding_kernels_for(GetParam(), p);
+    for (const Conv2dShape& s : shapes) {
+      SCOPED_TRACE(std::string(precision_name(p)) + " " + conv_name(s));
+      const Case& c = reference_case(s);
+      auto rounded = [p](const std::vector<float>& v) {
+        std::vector<float> r(v.size());
+        if (p == Precision::Bf16)
+          round_bf16(r.data(), v.data(), v.size());
+        else
+          round_fp16(r.data(), v.data(), v.size());
+        return r;
+      };
+      const auto rx = rounded(c.x), rw = rounded(c.w), rdy = rounded(c.dy);
+      std::vector<double> y(out_size(s)), ym(out_size(s)), dx(in_size(s)), dxm(in_size(s)), dw(w_size(s)),
+          dwm(w_size(s)), db(s.K), dbm(s.K);
+      ref::conv2d_forward(y.data(), to_double(rx).data(), to_double(rw).data(), to_double(c.b).data(), s);
+      ref::conv2d_forward(ym.data(), abs_double(rx).data(), abs_double(rw).data(), abs_double(c.b).data(), s);
+      ref::conv2d_backward_data(dx.data(), to_double(rdy).data(), to_double(rw).data(), s);
+      ref::conv2d_backward_data(dxm.data(), abs_double(rdy).data(), abs_double(rw).data(), s);
+      ref::conv2d_backward_weight(dw.data(), db.data(), to_double(rdy).data(), to_double(rx).data(), s);
+      ref::conv2d_backward_weight(dwm.data(), dbm.data(), abs_double(rdy).data(), abs_double(rx).data(), s);
+      std::vector<float> gy(out_size(s), NAN), gdx(in_size(s), NAN), gdw(w_size(s), NAN), gdb(s.K, NAN);
+      t.conv2d_forward(gy.data(), c.x.data(), c.w.data(), c.b.data(), s);
+      t.conv2d_backward_data(gdx.data(), c.dy.data(), c.w.data(), s);
+      t.conv2d_backward_weight(gdw.data(), gdb.data(), c.dy.data(), c.x.data(), s);
+      expect_close("out", gy, y, ym, s.Cg() * s.R * s.S + 2);
+      expect_close("dinp", gdx, dx, dxm, s.Kg() * s.R * s.S + 2);
+      expect_close("dweight", gdw, dw, dwm, double(s.N) * s.P() * s.Q() + 2);
+      expect_close("dbias", gdb, db, dbm, double(s.N) * s.P() * s.Q() + 2);
+    }
+  }
+}
+
+TEST(ZooConvTables, EveryLevelHasTheZooEntries) {
+  for (IsaLevel level : supported_isas()) {
+    const KernelTable& t = kernels_for(level);
+    EXPECT_TRUE(t.avgpool_global_forward && t.avgpool_global_backward) << isa_name(level);
+    for (Precision p : {Precision::Bf16, Precision::Fp16}) {
+      const KernelTable& r = rounding_kernels_for(level, p);
+      EXPECT_TRUE(r.avgpool_global_forward && r.avgpool_global_backward) << isa_name(level);
+    }
+  }
+  Conv2dShape s = conv(2, 12, 5, 5, 24, 3, 1, 1, 3);
+  EXPECT_EQ(s.Cg(), 4);
+  EXPECT_EQ(s.Kg(), 8);
+  EXPECT_DOUBLE_EQ(s.macs(), 2.0 * 24 * 25 * 4 * 9);
+}
+
+std::string isa_param_name(const ::testing::TestParamInfo<IsaLevel>& info) { return isa_name(info.param); }
+
+INSTANTIATE_TEST_SUITE_P(Isa, ZooConvTest, ::testing::ValuesIn(supported_isas()), isa_param_name);
+
+}  // namespace
+}  // namespace ringtrain::ops
