@@ -1,0 +1,64 @@
+// vit: torchvision 0.14's VisionTransformer(image_size=28, patch_size=7, num_layers=6, num_heads=4,
+// hidden_dim=128, mlp_dim=512, num_classes=10) with a 1-channel patch embedding. Per sample: 16 patches of
+// 7x7 -> 16 tokens of 128, a class token in front (17 tokens), a learned position embedding, 6 pre-norm
+// encoder blocks (x + attention(ln_1(x)), then x + mlp(ln_2(x)), GELU, layer norms with eps 1e-6), a
+// final layer norm, and the head on the class token. Dropout is 0 in this configuration (torchvision's
+// default), so it has no layers here.
+#include <cmath>
+
+#include "ringtrain/nn/attention.h"
+#include "ringtrain/nn/conv2d.h"
+#include "ringtrain/nn/elementwise.h"
+#include "ringtrain/nn/layer_norm.h"
+#include "ringtrain/nn/linear.h"
+#include "ringtrain/nn/models/zoo.h"
+#include "ringtrain/nn/pointwise.h"
+#include "ringtrain/nn/token_linear.h"
+#include "ringtrain/nn/vit_tokens.h"
+
+namespace ringtrain::nn {
+
+namespace {
+
+constexpr int kImage = 28, kPatch = 7, kLayers = 6, kHeads = 4, kHidden = 128, kMlp = 512, kClasses = 10;
+constexpr double kLayerNormEps = 1e-6;
+
+// MLPBlock's init: xavier_uniform_ weights, normal_(std=1e-6) biases.
+std::unique_ptr<TokenLinear> mlp_linear(const std::string& name, int in, int out) {
+  return std::make_unique<TokenLinear>(name, in, out, Init::uniform(std::sqrt(6.0 / double(in + out))),
+                                       Init::normal(1e-6));
+}
+
+// EncoderBlock: x + self_attention(ln_1(x)), then that + mlp(ln_2(that)).
+int encoder_block(GraphBuilder& g, const std::string& name, int x) {
+  g.add(std::make_unique<LayerNorm>(name + ".ln_1", kHidden, kLayerNormEps), {x});
+  int a = g.add(std::make_unique<MultiheadSelfAttention>(name + ".self_attention", kHidden, kHeads));
+  const int h = g.add(std::make_unique<Add>(name + ".add_1"), {a, x});
+  g.add(std::make_unique<LayerNorm>(name + ".ln_2", kHidden, kLayerNormEps), {h});
+  g.add(mlp_linear(name + ".mlp.0", kHidden, kMlp));
+  g.add(std::make_unique<GELU>(name + ".mlp.1"));
+  const int y = g.add(mlp_linear(name + ".mlp.3", kMlp, kHidden));
+  return g.add(std::make_unique<Add>(name + ".add_2"), {y, h});
+}
+
+}  // namespace
+
+std::unique_ptr<Model> make_vit() {
+  constexpr int grid = kImage / kPatch, tokens = grid * grid + 1;
+  GraphBuilder g({1, kImage, kImage});
+  // The replaced patch embedding keeps nn.Conv2d's default init (weight and bias).
+  g.add(std::make_unique<Conv2d>("conv_proj", 1, kHidden, kPatch, kPatch, 0));
+  g.add(std::make_unique<PatchTokens>("patch_tokens"));
+  g.add(std::make_unique<ClassToken>("class_token", kHidden));
+  int x = g.add(std::make_unique<PositionEmbedding>("encoder.pos_embedding", tokens, kHidden));
+  for (int l = 0; l < kLayers; ++l) x = encoder_block(g, "encoder.layers.encoder_layer_" + std::to_string(l), x);
+  g.add(std::make_unique<LayerNorm>("encoder.ln", kHidden, kLayerNormEps));
+  g.add(std::make_unique<SelectToken>("class_token_out", 0));
+  // torchvision zeroes the head (weight and bias).
+  g.add(std::make_unique<Linear>("heads.head", kHidden, kClasses, Init::constant(0.0), Init::constant(0.0)));
+  auto model = g.build();
+  model->set_name("vit");
+  return model;
+}
+
+}  // namespace ringtrain::nn
