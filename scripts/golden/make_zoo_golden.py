@@ -36,8 +36,14 @@ Tensors (dtype F32 unless stated; shapes are the state_dict's):
 Only the two losses are F64: they are scalars, and a loss test wants more than float32's 7 digits of the
 reference. Weights, gradients, logits and buffers are float32 (rounding adds at most 6e-8 relative, far below
 any float32 C++ tolerance), which keeps resnet18's file at ~135 MB (3 x 11.2M parameters).
+torchvision initialises the ViT's head (heads.head) to ZERO: its logits are all 0, the loss is ln 10, and every
+gradient but grad.heads.head.* is exactly 0 (only the 3 Adam steps reach the encoder). So a ViT forward/backward
+test also wants `--head-init linear`, which re-initialises the last nn.Linear of the model with nn.Linear's own
+default (kaiming uniform, a = sqrt(5)) right after make_model, from the same seeded RNG; the file's initial
+heads.head.* tensors are then those values (CTest writes it as vit_linear_head.safetensors).
+
 Metadata: format "ringtrain-zoo-golden", format_version "1", model, N "8", dropout "off", mode "train",
-optimizer "adam lr=1e-3 betas=0.9,0.999 eps=1e-8 steps=3", torch, torchvision, command.
+optimizer "adam lr=1e-3 betas=0.9,0.999 eps=1e-8 steps=3", head_init, precision, torch, torchvision, command.
 """
 import argparse
 import sys
@@ -50,6 +56,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="resnet18 | mobilenet_v2 | vit | lenet5")
     ap.add_argument("--out", required=True, help="output .safetensors file (its directory is created)")
+    ap.add_argument("--head-init", choices=("torchvision", "linear"), default="torchvision",
+                    help="torchvision: the model as make_model builds it (default); linear: the classifier's last "
+                         "Linear re-initialised as a plain nn.Linear (see the docstring: the ViT's zero head)")
     args = ap.parse_args()
     try:
         import torch
@@ -71,6 +80,9 @@ def main():
 
     torch.manual_seed(0)
     model32 = zoo_torch.make_model(args.model)
+    if args.head_init == "linear":
+        last = [m for m in model32.modules() if isinstance(m, nn.Linear)][-1]  # the classifier head
+        last.reset_parameters()
     initial = {k: v.detach().clone() for k, v in model32.state_dict().items()}  # float32 (+ int64 counters)
     param_names = [n for n, _ in model32.named_parameters()]
     buffer_names = [n for n, _ in model32.named_buffers()]
@@ -138,9 +150,11 @@ def main():
         "dropout": "off",
         "optimizer": "adam lr=1e-3 betas=0.9,0.999 eps=1e-8 steps=3",
         "precision": "computed in float64; loss and adam3.loss F64, the rest F32 (num_batches_tracked I64)",
+        "head_init": args.head_init,
         "torch": torch.__version__,
         "torchvision": torchvision.__version__ if args.model != "lenet5" else "",
-        "command": f"/usr/bin/python3 scripts/golden/make_zoo_golden.py --model {args.model} --out {out_path.name}",
+        "command": f"/usr/bin/python3 scripts/golden/make_zoo_golden.py --model {args.model} "
+                   + (f"--head-init {args.head_init} " if args.head_init != "torchvision" else "") + "--out FILE",
     }
     zoo_torch.save_safetensors(out_path, out, metadata)
     print(f"wrote {out_path} ({out_path.stat().st_size} bytes, {len(out)} tensors, loss {loss.item():.6f})")
