@@ -175,3 +175,26 @@ def load_split(directory, split):
                          "do not pair up as N x 28 x 28 / N")
     x = torch.from_numpy(images.astype(np.float32) / np.float32(255)).unsqueeze(1)
     return x, torch.from_numpy(labels.astype(np.int64))
+
+
+def main(argv):
+    """`python3 scripts/zoo_torch.py MODEL`: the state_dict layout (what a checkpoint holds), one tensor a line:
+    name, shape, dtype (F32 or I64), and whether it is a parameter or a buffer."""
+    import argparse
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("model", choices=MODELS)
+    args = ap.parse_args(argv)
+    torch.manual_seed(0)
+    model = make_model(args.model)
+    params = {n for n, _ in model.named_parameters()}
+    total = 0
+    for name, t in model.state_dict().items():
+        kind = "param" if name in params else "buffer"
+        total += t.numel() if kind == "param" else 0
+        print(f"{name} {list(t.shape)} {_TORCH_TO_ST[t.dtype]} {kind}")
+    print(f"# {args.model}: {len(model.state_dict())} tensors, {len(params)} parameters, {total} weights")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
