@@ -5,7 +5,8 @@ batch, as a safetensors file. Generated during the test run (CTest test zoo_gold
     /usr/bin/python3 scripts/golden/make_zoo_golden.py --model resnet18 --out build/zoo_golden/resnet18.safetensors
 
 Exit status 77 (CTest's SKIP_RETURN_CODE) when torch or torchvision cannot be imported.
-Deterministic: the same arguments give the same bytes (one thread, float64, no timestamps).
+Deterministic: the same --model and --head-init give the same bytes (one thread, float64, no timestamps; the
+metadata's command says --out FILE, so the bytes do not depend on the output path either).
 
 What it computes:
   - torch.manual_seed(0); model = zoo_torch.make_model(M) (float32 weights: what the C++ gets); then a float64
@@ -35,7 +36,8 @@ Tensors (dtype F32 unless stated; shapes are the state_dict's):
   adam3.<buffer>        every buffer after those 3 training forwards (num_batches_tracked I64, = 3)
 Only the two losses are F64: they are scalars, and a loss test wants more than float32's 7 digits of the
 reference. Weights, gradients, logits and buffers are float32 (rounding adds at most 6e-8 relative, far below
-any float32 C++ tolerance), which keeps resnet18's file at ~135 MB (3 x 11.2M parameters).
+any float32 C++ tolerance; the Adam deltas adam3.<p> - <p>, ~3e-3, keep ~1e-5 of their own precision), which keeps
+resnet18's file at 134 MB (3 x 11.2M parameters), mobilenet_v2's at 27 MB and the ViT's at 14 MB.
 torchvision initialises the ViT's head (heads.head) to ZERO: its logits are all 0, the loss is ln 10, and every
 gradient but grad.heads.head.* is exactly 0 (only the 3 Adam steps reach the encoder). So a ViT forward/backward
 test also wants `--head-init linear`, which re-initialises the last nn.Linear of the model with nn.Linear's own
