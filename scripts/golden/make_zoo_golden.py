@@ -1,0 +1,190 @@
+#!/usr/bin/python3
+"""Golden fixtures for the C++ zoo tests: PyTorch's answers for one model of scripts/zoo_torch.py on one fixed
+batch, as a safetensors file. Generated during the test run (CTest test zoo_golden_fixtures), not committed:
+
+    /usr/bin/python3 scripts/golden/make_zoo_golden.py --model resnet18 --out build/zoo_golden/resnet18.safetensors
+
+Exit status 77 (CTest's SKIP_RETURN_CODE) when torch or torchvision cannot be imported.
+Deterministic: the same --model and --head-init give the same bytes (one thread, float64, no timestamps; the
+metadata's command says --out FILE, so the bytes do not depend on the output path either).
+
+What it computes:
+  - torch.manual_seed(0); model = zoo_torch.make_model(M) (float32 weights: what the C++ gets); then a float64
+    copy of it (model.double()) computes everything, so the references are exact to ~1e-15 and a test's
+    tolerance measures only the C++'s own float32 rounding.
+  - Training mode (BatchNorm uses batch statistics and updates its running buffers), except that every
+    nn.Dropout module is put in eval mode, i.e. the identity (metadata "dropout": "off"). mobilenet_v2's
+    classifier Dropout(0.2) is the one that matters; the ViT's have p = 0 (its attention dropout is 0 too).
+  - The batch: torch.manual_seed(1); x = torch.rand(8, 1, 28, 28) (float32, uniform in [0, 1)), labels 0..7.
+  - One forward + backward of the mean cross-entropy: logits, loss, the gradient of every parameter, and
+    every buffer after that forward (running_mean, running_var with the unbiased batch variance, momentum
+    0.1, num_batches_tracked = 1).
+  - From the initial weights and buffers again: 3 steps of torch.optim.Adam(lr=1e-3) (betas 0.9, 0.999, eps
+    1e-8, no weight decay) on the same batch, forward/backward/step each time (the buffers advance on each of
+    the 3 forwards): the loss before each step, the parameters and the buffers after the third step.
+
+Tensors (dtype F32 unless stated; shapes are the state_dict's):
+  input                 [8, 1, 28, 28]  the batch (exactly the float32 values used)
+  labels                [8] I64         0..7
+  <state_dict name>     every parameter and buffer BEFORE the step (num_batches_tracked I64 [] = 0)
+  logits                [8, 10]
+  loss                  [1] F64         mean cross-entropy of the training forward
+  grad.<param>          every parameter's gradient (parameters in named_parameters() order)
+  after1.<buffer>       every buffer after the one training forward (num_batches_tracked I64, = 1)
+  adam3.loss            [3] F64         the loss before each of the 3 Adam steps (adam3.loss[0] == loss)
+  adam3.<param>         every parameter after 3 Adam steps
+  adam3.<buffer>        every buffer after those 3 training forwards (num_batches_tracked I64, = 3)
+Only the two losses are F64: they are scalars, and a loss test wants more than float32's 7 digits of the
+reference. Weights, gradients, logits and buffers are float32 (rounding adds at most 6e-8 relative, far below
+any float32 C++ tolerance; the Adam deltas adam3.<p> - <p>, ~3e-3, keep ~1e-5 of their own precision), which keeps
+resnet18's file at 134 MB (3 x 11.2M parameters), mobilenet_v2's at 27 MB and the ViT's at 14 MB.
+torchvision initialises the ViT's head (heads.head) to ZERO: its logits are all 0, the loss is ln 10, and every
+gradient but grad.heads.head.* is exactly 0 (only the 3 Adam steps reach the encoder). So a ViT forward/backward
+test also wants `--head-init linear`, which re-initialises the last nn.Linear of the model with nn.Linear's own
+default (kaiming uniform, a = sqrt(5)) right after make_model, from the same seeded RNG; the file's initial
+heads.head.* tensors are then those values (CTest writes it as vit_linear_head.safetensors).
+
+Exactly-zero gradients: the metadata's "grad_zero" (comma-separated) names the parameters whose gradient is 0 in
+exact arithmetic but not in floating point (0 < float64 max |grad| <= 1e-9 x the largest of all gradients):
+mobilenet_v2's 17 projection BatchNorm biases (features.N.conv.M.bias: their output reaches a training-mode
+BatchNorm only through convolutions, whose batch mean cancels any shift; resnet18 and the ViT have none).
+float32 leaves ~1e-7 noise there and Adam turns noise into a full lr step (the reference moves them by
+~1e-11), so a C++ test skips them in relative grad.* checks and in adam3.* checks. (The ViT's zero head gives
+gradients that are exactly 0.0, in float32 too; those are not listed and need no care.)
+
+Conditioning: float32 cannot follow some of these to 1e-5. scripts/golden/zoo_golden_f32_baseline.py prints
+how far PyTorch's own float32 lands from each file (norm-relative, per tensor): grads ~1e-5 for resnet18 and
+~1e-6 for the ViT, but ~7e-3 for mobilenet_v2 (blocks 14-16 run at 1 x 1 pixels, where the depthwise conv and
+training-mode BatchNorm cancel, and every gradient upstream inherits the error); the adam3.* deltas of resnet18
+and mobilenet_v2 are 5e-2 and 5e-1 off (Adam's first steps are lr x sign(g) for every element, tiny ones too,
+and the 3 steps amplify), so there adam3.* is at best a loose smoke test; the ViT's follow to ~1e-4 (worst
+tensor 3e-2).
+
+Metadata: format "ringtrain-zoo-golden", format_version "1", model, N "8", dropout "off", mode "train",
+optimizer "adam lr=1e-3 betas=0.9,0.999 eps=1e-8 steps=3", head_init, grad_zero, precision, torch, torchvision, command.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+SKIP = 77
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True, help="resnet18 | mobilenet_v2 | vit | lenet5")
+    ap.add_argument("--out", required=True, help="output .safetensors file (its directory is created)")
+    ap.add_argument("--head-init", choices=("torchvision", "linear"), default="torchvision",
+                    help="torchvision: the model as make_model builds it (default); linear: the classifier's last "
+                         "Linear re-initialised as a plain nn.Linear (see the docstring: the ViT's zero head)")
+    args = ap.parse_args()
+    try:
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+        if args.model != "lenet5":
+            import torchvision
+    except ImportError as e:
+        print(f"make_zoo_golden: skipped: {e} (needs Debian's python3-torch and python3-torchvision)", file=sys.stderr)
+        return SKIP
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    import zoo_torch
+
+    if args.model not in zoo_torch.MODELS:
+        print(f"make_zoo_golden: unknown model '{args.model}' (known: {', '.join(zoo_torch.MODELS)})", file=sys.stderr)
+        return 2
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+
+    torch.manual_seed(0)
+    model32 = zoo_torch.make_model(args.model)
+    if args.head_init == "linear":
+        last = [m for m in model32.modules() if isinstance(m, nn.Linear)][-1]  # the classifier head
+        last.reset_parameters()
+    initial = {k: v.detach().clone() for k, v in model32.state_dict().items()}  # float32 (+ int64 counters)
+    param_names = [n for n, _ in model32.named_parameters()]
+    buffer_names = [n for n, _ in model32.named_buffers()]
+
+    torch.manual_seed(1)
+    x32 = torch.rand(8, 1, 28, 28)
+    labels = torch.arange(8, dtype=torch.int64)
+    x = x32.double()
+
+    def fresh():
+        model = zoo_torch.make_model(args.model).double()
+        model.load_state_dict(initial, strict=True)  # float32 -> float64 exactly; counters stay int64
+        model.train()
+        for m in model.modules():
+            if isinstance(m, nn.Dropout):
+                m.eval()
+        return model
+
+    def buffers(model):
+        return {n: b.detach().clone() for n, b in model.named_buffers()}
+
+    out = {"input": x32, "labels": labels}
+    for k, v in initial.items():
+        out[k] = v
+
+    model = fresh()
+    model.zero_grad(set_to_none=False)
+    logits = model(x)
+    loss = F.cross_entropy(logits, labels)
+    loss.backward()
+    out["logits"] = logits.detach().float()
+    out["loss"] = loss.detach().reshape(1)  # F64
+    grads = dict(model.named_parameters())
+    for n in param_names:
+        out[f"grad.{n}"] = grads[n].grad.detach().float()
+    # Parameters whose exact gradient is 0 (float64 leaves ~1e-16 of rounding): e.g. the bias of a BatchNorm whose
+    # output reaches another training-mode BatchNorm only through convolutions (the batch mean removes any
+    # shift). float32 leaves ~1e-7 there, so relative checks of grad.* and any check of adam3.* (Adam turns
+    # the noise into a full lr-sized step) must skip these; their names go into the metadata.
+    scale = max(float(grads[n].grad.abs().max()) for n in param_names)
+    zero = [n for n in param_names if 0 < float(grads[n].grad.abs().max()) <= 1e-9 * scale]
+    after1 = buffers(model)
+    for n in buffer_names:
+        out[f"after1.{n}"] = after1[n] if after1[n].dtype == torch.int64 else after1[n].float()
+
+    model = fresh()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    losses = []
+    for _ in range(3):
+        opt.zero_grad(set_to_none=False)
+        step_loss = F.cross_entropy(model(x), labels)
+        step_loss.backward()
+        opt.step()
+        losses.append(step_loss.item())
+    out["adam3.loss"] = torch.tensor(losses, dtype=torch.float64)
+    params = dict(model.named_parameters())
+    for n in param_names:
+        out[f"adam3.{n}"] = params[n].detach().float()
+    after3 = buffers(model)
+    for n in buffer_names:
+        out[f"adam3.{n}"] = after3[n] if after3[n].dtype == torch.int64 else after3[n].float()
+
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    metadata = {
+        "format": "ringtrain-zoo-golden",
+        "format_version": "1",
+        "model": args.model,
+        "N": "8",
+        "mode": "train",
+        "dropout": "off",
+        "optimizer": "adam lr=1e-3 betas=0.9,0.999 eps=1e-8 steps=3",
+        "precision": "computed in float64; loss and adam3.loss F64, the rest F32 (num_batches_tracked I64)",
+        "head_init": args.head_init,
+        "grad_zero": ",".join(zero),
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__ if args.model != "lenet5" else "",
+        "command": f"/usr/bin/python3 scripts/golden/make_zoo_golden.py --model {args.model} "
+                   + (f"--head-init {args.head_init} " if args.head_init != "torchvision" else "") + "--out FILE",
+    }
+    zoo_torch.save_safetensors(out_path, out, metadata)
+    print(f"wrote {out_path} ({out_path.stat().st_size} bytes, {len(out)} tensors, loss {loss.item():.6f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
