@@ -322,6 +322,12 @@ TEST(ZooNnDropout, MaskIsAPureFunctionOfSeedStepAndSample) {
       EXPECT_NEAR(agreement(run_dropout(*model, k, x, N, 7, 6, ids.data()).out), total * agree_p, 6 * agree_sd);
       EXPECT_NEAR(agreement(run_dropout(*model, k, x, N, 8, 5, ids.data()).out), total * agree_p, 6 * agree_sd);
       EXPECT_NEAR(agreement(run_dropout(*model, k, x, N, 7, 5, shifted.data()).out), total * agree_p, 6 * agree_sd);
+      // Another dropout layer (another name) of the same model: its own mask for the same sample and step.
+      GraphBuilder g2({F});
+      g2.add(std::make_unique<Dropout>("encoder.layers.encoder_layer_1.mlp.2", p));
+      auto other = g2.build();
+      other->reserve(N);
+      EXPECT_NEAR(agreement(run_dropout(*other, k, x, N, 7, 5, ids.data()).out), total * agree_p, 6 * agree_sd);
       // Eval mode: the identity.
       model->set_training(false);
       EXPECT_EQ(run_dropout(*model, k, x, N, 7, 5, ids.data()).out, x);
