@@ -262,6 +262,89 @@ TEST(ZooNnLayers, AddAndFlatten) {
   EXPECT_THROW(mismatched.build(), Error);
 }
 
+// MultiheadSelfAttention and TokenLinear wire linear ops and the attention core through layer-owned buffers.
+// The oracle is the same composition written again in double from the reference ops, its gradients checked by
+// central differences here (relative 1e-6 above the rounding floor, as test_zoo_nn_gradcheck.cpp). The float
+// layers then must match it normwise per tensor within 2^-10 of the tensor's largest value: a mis-wired
+// buffer, offset or transpose changes a gradient by about its own size, while float rounding through these
+// few ops (each held to its derived bound in test_zoo_nn_kernels.cpp: gamma(3D + T + 8) ~ 3e-6 relative to
+// magnitudes within a small factor of the values here) stays two orders below 2^-10.
+TEST(ZooNnLayers, AttentionLayerIsTheComposedOps) {
+  const int N = 3, T = 5, D = 8, H = 2, O = 3;
+  GraphBuilder g({T, D});
+  g.add(std::make_unique<PositionEmbedding>("pos", T, D));  // its gradient: the input's, summed over samples
+  g.add(std::make_unique<MultiheadSelfAttention>("attn", D, H));
+  g.add(std::make_unique<TokenLinear>("fc", D, O));
+  auto model = g.build();
+  model->init_parameters(3);
+  model->reserve(N);
+  ParameterSet& p = model->params();
+  for (int j = 0; j < 3 * D; ++j) p.param(2)[j] = 0.1f * float(j % 5) - 0.2f;  // nonzero in_proj_bias
+  Rng rng(8);
+  const std::vector<float> x = random_vec(std::size_t(N) * T * D, rng, -1, 1), R = random_vec(std::size_t(N) * T * O, rng, -1, 1);
+  // The double composition, parameters copied from the model.
+  std::vector<std::vector<double>> w(p.views().size());
+  for (std::size_t i = 0; i < w.size(); ++i) w[i].assign(p.param(int(i)), p.param(int(i)) + p.views()[i].numel);
+  const std::vector<double> xd(x.begin(), x.end()), Rd(R.begin(), R.end());
+  const int rows = N * T;
+  const ops::AttentionShape as{N, T, D, H};
+  std::vector<double> x0(rows * D), qkv(rows * 3 * D), att(rows * D), y(rows * D), z(rows * O), probs(N * H * T * T);
+  auto forward = [&] {
+    for (int r = 0; r < rows; ++r)
+      for (int d = 0; d < D; ++d) x0[r * D + d] = xd[r * D + d] + w[0][(r % T) * D + d];
+    ops::ref::linear_forward<double>(qkv.data(), x0.data(), w[1].data(), w[2].data(), {rows, D, 3 * D});
+    ops::ref::attention_forward<double>(att.data(), probs.data(), qkv.data(), as);
+    ops::ref::linear_forward<double>(y.data(), att.data(), w[3].data(), w[4].data(), {rows, D, D});
+    ops::ref::linear_forward<double>(z.data(), y.data(), w[5].data(), w[6].data(), {rows, D, O});
+    double L = 0.0, S = 0.0;
+    for (std::size_t i = 0; i < z.size(); ++i) L += z[i] * Rd[i], S += std::fabs(z[i] * Rd[i]);
+    return std::pair{L, S};
+  };
+  forward();
+  std::vector<std::vector<double>> dw(w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) dw[i].assign(w[i].size(), 0.0);
+  std::vector<double> dy(rows * D), datt(rows * D), dqkv(rows * 3 * D), dx0(rows * D);
+  ops::ref::linear_backward<double>(dy.data(), dw[5].data(), dw[6].data(), Rd.data(), y.data(), w[5].data(), {rows, D, O});
+  ops::ref::linear_backward<double>(datt.data(), dw[3].data(), dw[4].data(), dy.data(), att.data(), w[3].data(), {rows, D, D});
+  ops::ref::attention_backward<double>(dqkv.data(), datt.data(), qkv.data(), probs.data(), as);
+  ops::ref::linear_backward<double>(dx0.data(), dw[1].data(), dw[2].data(), dqkv.data(), x0.data(), w[1].data(),
+                                    {rows, D, 3 * D});
+  for (int r = 0; r < rows; ++r)
+    for (int d = 0; d < D; ++d) dw[0][(r % T) * D + d] += dx0[r * D + d];
+  // Central differences of the composition, every element of every tensor.
+  const double h = 1e-6, eps = 0x1p-52;
+  for (std::size_t i = 0; i < w.size(); ++i)
+    for (std::size_t j = 0; j < w[i].size(); ++j) {
+      const double saved = w[i][j];
+      w[i][j] = saved + h;
+      const auto plus = forward();
+      w[i][j] = saved - h;
+      const auto minus = forward();
+      w[i][j] = saved;
+      const double numeric = (plus.first - minus.first) / (2 * h), a = dw[i][j];
+      const double floor = 8 * eps * std::max(plus.second, minus.second) / h;
+      ASSERT_LE(std::fabs(a - numeric), 1e-6 * std::max(std::fabs(a), std::fabs(numeric)) + floor)
+          << p.views()[i].name << "[" << j << "]";
+    }
+  forward();
+  for (ops::IsaLevel level : levels_under_test()) {
+    SCOPED_TRACE(ops::isa_name(level));
+    const ops::KernelTable& k = ops::kernels_for(level);
+    const float* out = model->forward(k, x.data(), N);
+    double zmax = 0.0, zerr = 0.0;
+    for (std::size_t i = 0; i < z.size(); ++i) zmax = std::max(zmax, std::fabs(z[i])), zerr = std::max(zerr, std::fabs(out[i] - z[i]));
+    EXPECT_LE(zerr, 0x1p-10 * zmax);
+    model->backward(k, x.data(), R.data(), N);
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      double gmax = 0.0, gerr = 0.0;
+      for (std::size_t j = 0; j < w[i].size(); ++j)
+        gmax = std::max(gmax, std::fabs(dw[i][j])), gerr = std::max(gerr, std::fabs(p.grad(int(i))[j] - dw[i][j]));
+      EXPECT_LE(gerr, 0x1p-10 * gmax) << p.views()[i].name;
+      EXPECT_GT(gmax, 0.0) << p.views()[i].name;
+    }
+  }
+}
+
 // ---- dropout -----------------------------------------------------------------------------------------
 struct DropoutRun {
   std::vector<float> out;
@@ -405,9 +488,11 @@ struct StepResult {
   std::vector<double> magnitude;  // sum over samples of |that sample's gradient contribution|
 };
 
-StepResult run_step(std::unique_ptr<Model> (*make)(), const ops::KernelTable& k, int threads, int N, bool magnitudes) {
+StepResult run_step(std::unique_ptr<Model> (*make)(), const ops::KernelTable& k, int threads, int N, bool magnitudes,
+                    bool training) {
   auto model = make();
   model->init_parameters(5);
+  model->set_training(training);
   model->set_threads(threads);
   model->reserve(N);
   Rng rng(9);
@@ -444,33 +529,35 @@ StepResult run_step(std::unique_ptr<Model> (*make)(), const ops::KernelTable& k,
 // most 2 gamma(16 N) sum|terms|. sum|terms| is estimated by the sum over samples of |each sample's gradient|,
 // floored by the largest such sum in the tensor: rows of one sample can cancel (the k part of in_proj_bias is
 // exactly zero in exact arithmetic - softmax ignores a shift of a whole row of scores - so its float value is
-// rounding of terms as large as the tensor's others).
+// rounding of terms as large as the tensor's others). In eval mode batch norm runs on slices too, and its
+// parameter gradients take the same bound.
 TEST(ZooNnThreads, OneAndTwoThreadsAgree) {
   const int N = 20;  // slices of 16 and 4 samples
-  for (ops::IsaLevel level : levels_under_test()) {
-    const ops::KernelTable& k = ops::kernels_for(level);
-    for (auto [name, make] : {std::pair{"cnn", &cnn_graph}, std::pair{"vit", &vit_graph}}) {
-      SCOPED_TRACE(std::string(ops::isa_name(level)) + " " + name);
-      const StepResult one = run_step(make, k, 1, N, true), two = run_step(make, k, 2, N, false);
-      EXPECT_EQ(one.logits, two.logits);
-      EXPECT_EQ(one.buffers, two.buffers);
-      ASSERT_EQ(one.grads.size(), two.grads.size());
-      auto model = make();
-      int bad = 0;
-      for (const ParamView& v : model->params().views()) {
-        const bool batch_norm = v.name.rfind("bn", 0) == 0;
-        double floor = 0.0;
-        for (std::size_t j = v.offset; j < v.offset + v.numel; ++j) floor = std::max(floor, one.magnitude[j]);
-        for (std::size_t j = v.offset; j < v.offset + v.numel; ++j) {
-          const double tol = batch_norm ? 0.0 : 2 * gamma(16.0 * N) * std::max(one.magnitude[j], floor);
-          if (!(std::fabs(double(one.grads[j]) - two.grads[j]) <= tol) && bad++ < 5)
-            ADD_FAILURE() << v.name << "[" << j - v.offset << "]: 1 thread " << one.grads[j] << ", 2 threads "
-                          << two.grads[j] << " (tolerance " << tol << ")";
+  for (ops::IsaLevel level : levels_under_test())
+    for (bool training : {true, false}) {
+      const ops::KernelTable& k = ops::kernels_for(level);
+      for (auto [name, make] : {std::pair{"cnn", &cnn_graph}, std::pair{"vit", &vit_graph}}) {
+        SCOPED_TRACE(std::string(ops::isa_name(level)) + " " + name + (training ? " training" : " eval"));
+        const StepResult one = run_step(make, k, 1, N, true, training), two = run_step(make, k, 2, N, false, training);
+        EXPECT_EQ(one.logits, two.logits);
+        EXPECT_EQ(one.buffers, two.buffers);
+        ASSERT_EQ(one.grads.size(), two.grads.size());
+        auto model = make();
+        int bad = 0;
+        for (const ParamView& v : model->params().views()) {
+          const bool batch_norm = training && v.name.rfind("bn", 0) == 0;
+          double floor = 0.0;
+          for (std::size_t j = v.offset; j < v.offset + v.numel; ++j) floor = std::max(floor, one.magnitude[j]);
+          for (std::size_t j = v.offset; j < v.offset + v.numel; ++j) {
+            const double tol = batch_norm ? 0.0 : 2 * gamma(16.0 * N) * std::max(one.magnitude[j], floor);
+            if (!(std::fabs(double(one.grads[j]) - two.grads[j]) <= tol) && bad++ < 5)
+              ADD_FAILURE() << v.name << "[" << j - v.offset << "]: 1 thread " << one.grads[j] << ", 2 threads "
+                            << two.grads[j] << " (tolerance " << tol << ")";
+          }
         }
+        EXPECT_EQ(bad, 0);
       }
-      EXPECT_EQ(bad, 0);
     }
-  }
 }
 
 TEST(ZooNnThreads, StepsAllocateNothing) {
