@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -88,7 +89,9 @@ std::vector<BatchNormShape> bn_shapes() {
   return out;
 }
 std::string bn_name(const BatchNormShape& s) {
-  return "N" + std::to_string(s.N) + "_C" + std::to_string(s.C) + "_HW" + std::to_string(s.HW);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "N%d_C%d_HW%d", s.N, s.C, s.HW);
+  return buf;
 }
 
 struct BnData {
@@ -318,6 +321,7 @@ TEST_P(ZooNnKernelTest, AddAndDropoutExact) {
       s.N = N, s.F = F, s.p = p, s.seed = 77, s.step = 3;
       s.sample_ids = N <= int(ids.size()) ? ids.data() : nullptr;
       s.first_sample = 16;
+      s.salt = dropout_salt("encoder.dropout");
       const std::vector<float> x = random_vec(std::size_t(N) * F, rng, -1.0f, 1.0f);
       std::vector<float> out(x.size()), want(x.size());
       k().dropout_forward(out.data(), x.data(), s);
@@ -401,7 +405,9 @@ std::vector<AttentionShape> attention_shapes() {
   return {{64, 17, 128, 4}, {1, 1, 8, 1}, {3, 5, 12, 3}, {3, 17, 24, 1}, {2, 3, 20, 4}, {1, 17, 128, 4}};
 }
 std::string attention_name(const AttentionShape& s) {
-  return "N" + std::to_string(s.N) + "_T" + std::to_string(s.T) + "_D" + std::to_string(s.D) + "_H" + std::to_string(s.H);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "N%d_T%d_D%d_H%d", s.N, s.T, s.D, s.H);
+  return buf;
 }
 
 // Forward, per sample, head and query row i. S_ij = q_i . k_j in float (gamma(hd) sum|q||k|); softmax's

@@ -38,7 +38,10 @@ void Add::backward_inputs(const ops::KernelTable&, ParameterSet&, const float* c
 }
 
 // ---- Dropout ----
-Dropout::Dropout(std::string name, double p) : Layer(std::move(name)), p_(0.0) { set_p(p); }
+Dropout::Dropout(std::string name, double p)
+    : Layer(std::move(name)), p_(0.0), salt_(ops::dropout_salt(name_.c_str())) {
+  set_p(p);
+}
 
 void Dropout::set_p(double p) {
   check(p >= 0.0 && p <= 1.0, name_ + ": dropout probability must be in [0, 1], got " + std::to_string(p));
@@ -74,6 +77,7 @@ void Dropout::apply(const ops::KernelTable& k, float* dst, const float* src, con
   d.step = c.step;
   d.sample_ids = c.sample_ids ? c.sample_ids + s.n0 : nullptr;
   d.first_sample = s.n0;
+  d.salt = salt_;
   k.dropout_forward(dst, src, d);
 }
 

@@ -1,6 +1,6 @@
 // Layers between blocks: Add (a residual sum of two values of the same shape), Dropout (torch.nn.Dropout(p):
-// the mask a pure function of the step context - seed, step, each sample's dataset index - and the
-// element, so the backward recomputes it; identity in eval mode) and Flatten ([C,H,W] -> [C*H*W], a copy).
+// the mask a pure function of the step context - seed, step, each sample's dataset index - the element and
+// the layer's name, so the backward recomputes it; identity in eval mode) and Flatten ([C,H,W] -> [C*H*W], a copy).
 // All run on slices of a batch. forward_macs: one operation per value for Add and Dropout, none for Flatten.
 #pragma once
 #include <cstdint>
@@ -49,6 +49,7 @@ class Dropout : public Layer {
   // Applies the slice's mask (training) or copies (eval, p = 0) from src to dst.
   void apply(const ops::KernelTable& k, float* dst, const float* src, const Slice& s) const;
   double p_;
+  uint64_t salt_;  // from the name: each dropout layer its own masks
   int64_t per_sample_ = 0;
 };
 

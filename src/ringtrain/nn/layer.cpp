@@ -35,7 +35,7 @@ void Layer::reserve_grad_slots(const ParameterSet& p) {
 
 void Layer::reduce_grads(ParameterSet& p) {
   if (threads_ <= 1 || param_indices_.empty()) return;
-  // (kept between calls: a step must allocate nothing after the first)
+  // Reused across calls (capacity kept): a fresh vector here would allocate on every step.
   thread_local std::vector<float*> finals;
   finals.clear();
   for (int i : param_indices_) finals.push_back(p.grad(i));

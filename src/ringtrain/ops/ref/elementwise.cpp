@@ -19,7 +19,7 @@ void dropout_forward(T* out, const T* x, const DropoutShape& s) {
   const T scale = s.p >= 1.0 ? T(0) : T(1.0 / (1.0 - s.p));
   const uint64_t threshold = dropout_threshold(s.p);
   for (int n = 0; n < s.N; ++n) {
-    const uint64_t key = dropout_sample_key(s.seed, s.step, s.sample_id(n));
+    const uint64_t key = dropout_sample_key(s.seed, s.salt, s.step, s.sample_id(n));
     for (int64_t e = 0; e < s.F; ++e) {
       const int64_t i = int64_t(n) * s.F + e;
       out[i] = s.p < 1.0 && dropout_keep(key, e, threshold) ? x[i] * scale : T(0);
