@@ -82,7 +82,7 @@ def main():
     B = args.batch_size
     result = {"model": args.model, "seed": args.seed, "threads": torch.get_num_threads(), "batch_size": B,
               "lr": args.lr, "torch": torch.__version__, "cpu": cpu_name(), "nproc": os.cpu_count(),
-              "loadavg_start": os.getloadavg()[0]}
+              "nice": os.nice(0), "loadavg_start": os.getloadavg()[0]}
 
     def step(x, y):
         opt.zero_grad(set_to_none=True)
