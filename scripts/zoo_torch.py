@@ -15,10 +15,10 @@ The models are torchvision 0.14's with the first layer replaced for one input ch
     vit           torchvision.models.VisionTransformer(image_size=28, patch_size=7, num_layers=6, num_heads=4,
                   hidden_dim=128, mlp_dim=512, num_classes=10); conv_proj = Conv2d(1, 128, 7, 7)
 
-The replaced layer gets the initialisation torchvision's constructor gives the layer it replaces (kaiming
-normal, fan_out, relu for resnet18; kaiming normal, fan_out and zero bias for mobilenet_v2; truncated normal
-with std sqrt(1 / fan_in) and zero bias for the ViT's conv_proj), so the whole model is initialised as
-torchvision would initialise a 1-channel version. The state_dict names, shapes and dtypes (buffers included,
+Exactly those lines: the replaced stem is a fresh nn.Conv2d made after the architecture's constructor ran its
+own initialisation, so it keeps nn.Conv2d's default initialisation (kaiming_uniform_(a=sqrt(5)) weights,
+U(+-1/sqrt(fan_in)) bias), as in any PyTorch user's script that does the replacement; ringtrain's builders
+initialise their stems the same way (docs/MODELS.md). The state_dict names, shapes and dtypes (buffers included,
 int64 num_batches_tracked) are torchvision's: they are the tensor names of ringtrain's checkpoints.
 """
 import gzip
@@ -47,22 +47,15 @@ def make_model(name):
     if name == "resnet18":
         model = torchvision.models.resnet18(num_classes=10)
         model.conv1 = nn.Conv2d(1, 64, 7, 2, 3, bias=False)
-        nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")  # as ResNet.__init__
         return model
     if name == "mobilenet_v2":
         model = torchvision.models.mobilenet_v2(num_classes=10)
-        conv = nn.Conv2d(1, 32, 3, 2, 1, bias=False)
-        nn.init.kaiming_normal_(conv.weight, mode="fan_out")  # as MobileNetV2.__init__
-        model.features[0][0] = conv
+        model.features[0][0] = nn.Conv2d(1, 32, 3, 2, 1, bias=False)
         return model
     if name == "vit":
         model = torchvision.models.VisionTransformer(image_size=28, patch_size=7, num_layers=6, num_heads=4,
                                                      hidden_dim=128, mlp_dim=512, num_classes=10)
-        conv = nn.Conv2d(1, 128, 7, 7)
-        fan_in = conv.in_channels * conv.kernel_size[0] * conv.kernel_size[1]
-        nn.init.trunc_normal_(conv.weight, std=math.sqrt(1 / fan_in))  # as VisionTransformer.__init__
-        nn.init.zeros_(conv.bias)
-        model.conv_proj = conv
+        model.conv_proj = nn.Conv2d(1, 128, 7, 7)
         return model
     raise ValueError(f"unknown model '{name}' (known: {', '.join(MODELS)})")
 
