@@ -113,14 +113,27 @@ def main():
     labels = torch.arange(8, dtype=torch.int64)
     x = x32.double()
 
-    def fresh():
-        model = zoo_torch.make_model(args.model).double()
+    def fresh(dtype=torch.float64):
+        """The model from the initial state, in training mode with every dropout off, in dtype."""
+        model = zoo_torch.make_model(args.model).to(dtype)
         model.load_state_dict(initial, strict=True)  # float32 -> float64 exactly; counters stay int64
         model.train()
         for m in model.modules():
             if isinstance(m, nn.Dropout):
                 m.eval()
         return model
+
+    def adam3(model, inputs):
+        """3 Adam steps on the batch; the loss before each."""
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+        step_losses = []
+        for _ in range(3):
+            opt.zero_grad(set_to_none=False)
+            step_loss = F.cross_entropy(model(inputs), labels)
+            step_loss.backward()
+            opt.step()
+            step_losses.append(step_loss.item())
+        return step_losses
 
     def buffers(model):
         return {n: b.detach().clone() for n, b in model.named_buffers()}
@@ -150,14 +163,7 @@ def main():
         out[f"after1.{n}"] = after1[n] if after1[n].dtype == torch.int64 else after1[n].float()
 
     model = fresh()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
-    losses = []
-    for _ in range(3):
-        opt.zero_grad(set_to_none=False)
-        step_loss = F.cross_entropy(model(x), labels)
-        step_loss.backward()
-        opt.step()
-        losses.append(step_loss.item())
+    losses = adam3(model, x)
     out["adam3.loss"] = torch.tensor(losses, dtype=torch.float64)
     params = dict(model.named_parameters())
     for n in param_names:
@@ -175,12 +181,7 @@ def main():
         return float((a.double() - ref).abs().max() / max(float(ref.abs().max()), 1e-30))
 
     f32_error = {}
-    m32 = zoo_torch.make_model(args.model)
-    m32.load_state_dict(initial, strict=True)
-    m32.train()
-    for m in m32.modules():
-        if isinstance(m, nn.Dropout):
-            m.eval()
+    m32 = fresh(torch.float32)
     l32 = m32(x32)
     F.cross_entropy(l32, labels).backward()
     f32_error["logits"] = scaled_error(l32.detach(), out["logits"])
@@ -189,20 +190,8 @@ def main():
     for n, b32 in m32.named_buffers():
         if b32.dtype != torch.int64:
             f32_error[f"after1.{n}"] = scaled_error(b32, out[f"after1.{n}"])
-    m32 = zoo_torch.make_model(args.model)
-    m32.load_state_dict(initial, strict=True)
-    m32.train()
-    for m in m32.modules():
-        if isinstance(m, nn.Dropout):
-            m.eval()
-    opt32 = torch.optim.Adam(m32.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
-    losses32 = []
-    for _ in range(3):
-        opt32.zero_grad(set_to_none=False)
-        step_loss32 = F.cross_entropy(m32(x32), labels)
-        step_loss32.backward()
-        opt32.step()
-        losses32.append(step_loss32.item())
+    m32 = fresh(torch.float32)
+    losses32 = adam3(m32, x32)
     f32_error["adam3.loss"] = max(abs(a - b) / abs(b) for a, b in zip(losses32, losses))
     for n, p32 in m32.named_parameters():
         f32_error[f"adam3.{n}"] = scaled_error(p32.detach(), out[f"adam3.{n}"])
