@@ -311,7 +311,7 @@ TEST_P(ZooConvTest, SixteenBitFallbackOnGroupedConv) {
   const Conv2dShape shapes[] = {conv(17, 18, 9, 9, 26, 3, 2, 1, 2), conv(3, 21, 9, 10, 21, 3, 1, 1, 21),
                                 conv(5, 64, 7, 7, 128, 3, 2, 1), conv(4, 34, 5, 5, 30, 1, 1, 0, 2)};
   for (Precision p : {Precision::Bf16, Precision::Fp16}) {
-    const KernelTable& t = rounding_kernels_for(GetParam(), p);
+    const KernelTable& t = kernels_for(GetParam(), p);  // (non-fused convs: the rounding tables at every level)
     for (const Conv2dShape& s : shapes) {
       SCOPED_TRACE(std::string(precision_name(p)) + " " + conv_name(s));
       const Case& c = reference_case(s, Forward);  // (its operands only)
