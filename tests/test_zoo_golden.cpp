@@ -222,6 +222,19 @@ TEST_P(ZooGolden, MatchesTorchvision) {
       EXPECT_LE(e, std::max(1e-5, 4.0 * torch_f32_bound(f, "adam3." + v.name))) << v.name << " after 3 Adam steps";
     worst_adam = std::max(worst_adam, e);
   }
+  double worst_buffer3 = 0;
+  std::string worst_buffer3_name;
+  for (std::size_t i = 0; i < p.buffer_views().size(); ++i) {
+    const auto& b = p.buffer_views()[i];
+    const std::vector<double> want = values(f, "adam3." + b.name);
+    if (b.int64) {
+      EXPECT_EQ(double(p.counter(int(i))[0]), want[0]) << b.name << " after 3 steps";
+      continue;
+    }
+    const double e = scaled_error(p.buffer(int(i)), want);
+    if (e > worst_buffer3) worst_buffer3 = e, worst_buffer3_name = b.name;
+  }
+  std::printf("  buffers after 3 steps: worst %.2e in %s\n", worst_buffer3, worst_buffer3_name.c_str());
   std::printf("  %s (%s) on %s: logits %.2e (tol %.1e), worst gradient %.2e in %s (tol %.1e), buffers %.2e, "
               "weights after 3 Adam steps %.2e, losses on the way %.2e\n",
               fixture.c_str(), name.c_str(), ops::isa_name(level), e_logits, tol_fwd, worst_grad, worst_name.c_str(), tol_bwd,
