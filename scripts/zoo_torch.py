@@ -23,7 +23,6 @@ int64 num_batches_tracked) are torchvision's: they are the tensor names of ringt
 """
 import gzip
 import json
-import math
 import struct
 import sys
 from pathlib import Path
