@@ -9,10 +9,6 @@ Shape ReLU::configure(const Shape& in) {
   return in;
 }
 
-void ReLU::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
-  forward_slice(k, p, in, out, {N, 0, N, 0});
-}
-
 void ReLU::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
                     float* din, int N) {
   backward_slice(k, p, in, out, dout, din, {N, 0, N, 0});
@@ -64,15 +60,6 @@ int64_t MaxPool2d::out_per_sample() const {
 }
 
 void MaxPool2d::reserve(int max_batch) { argmax_.resize(std::size_t(max_batch) * out_per_sample()); }
-
-void MaxPool2d::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
-  forward_slice(k, p, in, out, {N, 0, N, 0});
-}
-
-void MaxPool2d::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
-                         const float* dout, float* din, int N) {
-  backward_slice(k, p, in, out, dout, din, {N, 0, N, 0});
-}
 
 void MaxPool2d::forward_slice(const ops::KernelTable& k, ParameterSet&, const float* in, float* out, const Slice& s) {
   if (s.empty()) return;

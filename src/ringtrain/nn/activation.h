@@ -11,7 +11,6 @@ class ReLU : public Layer {
  public:
   explicit ReLU(std::string name) : Layer(std::move(name)) {}
   Shape configure(const Shape& in) override;
-  void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) override;
   void backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
                 float* din, int N) override;
   bool supports_slices() const override { return true; }
@@ -29,9 +28,6 @@ class MaxPool2d : public Layer {
   MaxPool2d(std::string name, int kernel, int stride = 0, int pad = 0);
   Shape configure(const Shape& in) override;
   void reserve(int max_batch) override;
-  void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) override;
-  void backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
-                float* din, int N) override;
   bool supports_slices() const override { return true; }
   void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
   void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,

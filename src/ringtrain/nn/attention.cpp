@@ -42,15 +42,6 @@ double MultiheadSelfAttention::forward_macs() const {
   return double(tokens_) * dim_ * 3 * dim_ + double(tokens_) * dim_ * dim_ + core(1).macs();
 }
 
-void MultiheadSelfAttention::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
-  forward_slice(k, p, in, out, {N, 0, N, 0});
-}
-
-void MultiheadSelfAttention::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
-                                      const float* dout, float* din, int N) {
-  backward_slice(k, p, in, out, dout, din, {N, 0, N, 0});
-}
-
 void MultiheadSelfAttention::forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out,
                                            const Slice& s) {
   if (s.empty()) return;

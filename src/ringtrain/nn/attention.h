@@ -21,9 +21,6 @@ class MultiheadSelfAttention : public Layer {
   void reserve(int max_batch) override;
   // The projections (T D 3D + T D D) and the core (2 T T D).
   double forward_macs() const override;
-  void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) override;
-  void backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
-                float* din, int N) override;
   bool supports_slices() const override { return true; }
   void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
   void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,

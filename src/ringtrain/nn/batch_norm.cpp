@@ -36,15 +36,6 @@ void BatchNorm2d::require_whole(const Slice& s) const {
     throw Error(name_ + ": batch norm in training mode needs the whole batch, not a slice");
 }
 
-void BatchNorm2d::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
-  forward_slice(k, p, in, out, {N, 0, N, 0});
-}
-
-void BatchNorm2d::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
-                           const float* dout, float* din, int N) {
-  backward_slice(k, p, in, out, dout, din, {N, 0, N, 0});
-}
-
 void BatchNorm2d::forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out,
                                 const Slice& s) {
   const float* gamma = p.param(param_indices_[0]);

@@ -19,9 +19,6 @@ class BatchNorm2d : public Layer {
   void reserve(int max_batch) override;
   // One multiply-add per value (the normalisation folded into a per-channel scale and shift).
   double forward_macs() const override { return double(channels_) * hw_; }
-  void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) override;
-  void backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
-                float* din, int N) override;
   bool supports_slices() const override { return true; }
   bool needs_whole_batch() const override { return training(); }
   // In training mode a slice must be the whole batch (the statistics are over the batch).

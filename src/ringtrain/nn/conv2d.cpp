@@ -54,15 +54,6 @@ Shape Conv2d::configure(const Shape& in) {
 
 ops::Conv2dShape Conv2d::shape(int N) const { return with_batch(shape_, N); }
 
-void Conv2d::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
-  forward_slice(k, p, in, out, {N, 0, N, 0});
-}
-
-void Conv2d::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
-                      const float* dout, float* din, int N) {
-  backward_slice(k, p, in, out, dout, din, {N, 0, N, 0});
-}
-
 void Conv2d::forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) {
   if (s.empty()) return;
   k.conv2d_forward(out, in, p.param(param_indices_[0]), bias_ ? p.param(param_indices_[1]) : nullptr,

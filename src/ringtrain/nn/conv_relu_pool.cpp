@@ -78,11 +78,6 @@ void Conv2dReluPool::forward(const ops::KernelTable& k, ParameterSet& p, const f
   forward_slice(k, p, in, out, {N, 0, N, 0});
 }
 
-void Conv2dReluPool::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
-                              const float* dout, float* din, int N) {
-  backward_slice(k, p, in, out, dout, din, {N, 0, N, 0});
-}
-
 void Conv2dReluPool::forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out,
                                    const Slice& sl) {
   if (sl.empty()) return;

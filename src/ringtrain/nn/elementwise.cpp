@@ -53,15 +53,6 @@ Shape Dropout::configure(const Shape& in) {
   return in;
 }
 
-void Dropout::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
-  forward_slice(k, p, in, out, {N, 0, N, 0});
-}
-
-void Dropout::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
-                       const float* dout, float* din, int N) {
-  backward_slice(k, p, in, out, dout, din, {N, 0, N, 0});
-}
-
 void Dropout::apply(const ops::KernelTable& k, float* dst, const float* src, const Slice& s) const {
   if (s.empty()) return;
   if (!training() || p_ == 0.0) {
@@ -94,15 +85,6 @@ void Dropout::backward_slice(const ops::KernelTable& k, ParameterSet&, const flo
 Shape Flatten::configure(const Shape& in) {
   per_sample_ = shape_numel(in);
   return {per_sample_};
-}
-
-void Flatten::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
-  forward_slice(k, p, in, out, {N, 0, N, 0});
-}
-
-void Flatten::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
-                       const float* dout, float* din, int N) {
-  backward_slice(k, p, in, out, dout, din, {N, 0, N, 0});
 }
 
 void Flatten::forward_slice(const ops::KernelTable&, ParameterSet&, const float* in, float* out, const Slice& s) {

@@ -66,10 +66,16 @@ class Layer {
   // Where the Model keeps the mode and step (set_step): valid from configure on.
   void set_context(const StepContext* ctx) { ctx_ = ctx; }
   bool training() const { return !ctx_ || ctx_->training; }
-  virtual void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) = 0;
+  // The whole batch. The defaults run forward_slice / backward_slice on one slice of all N samples, so a
+  // layer that runs on slices overrides those alone; a layer that cannot overrides these.
+  virtual void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
+    forward_slice(k, p, in, out, {N, 0, N, 0});
+  }
   // Writes parameter gradients into p.grads() and, when din is not null, the input gradient.
   virtual void backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
-                        const float* dout, float* din, int N) = 0;
+                        const float* dout, float* din, int N) {
+    backward_slice(k, p, in, out, dout, din, {N, 0, N, 0});
+  }
   // Several inputs (num_inputs() > 1): in[i] per input, din[i] per input (an entry may be null: no
   // gradient wanted). s is the whole batch ({N, 0, N, 0}) unless the layer supports slices.
   virtual void forward_inputs(const ops::KernelTable& k, ParameterSet& p, const float* const* in, float* out,

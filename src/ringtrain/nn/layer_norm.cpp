@@ -27,15 +27,6 @@ void LayerNorm::reserve(int max_batch) {
   rstd_.resize(std::size_t(max_batch) * rows_);
 }
 
-void LayerNorm::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
-  forward_slice(k, p, in, out, {N, 0, N, 0});
-}
-
-void LayerNorm::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
-                         const float* dout, float* din, int N) {
-  backward_slice(k, p, in, out, dout, din, {N, 0, N, 0});
-}
-
 void LayerNorm::forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) {
   if (s.empty()) return;
   k.layer_norm_forward(out, mean_.data() + s.n0 * rows_, rstd_.data() + s.n0 * rows_, in, p.param(param_indices_[0]),

@@ -18,9 +18,6 @@ class LayerNorm : public Layer {
   void reserve(int max_batch) override;
   // One multiply-add per value (the affine map; the statistics are comparable in count).
   double forward_macs() const override { return double(rows_) * dim_; }
-  void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) override;
-  void backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
-                float* din, int N) override;
   bool supports_slices() const override { return true; }
   void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
   void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,

@@ -23,15 +23,6 @@ void Linear::reserve(int max_batch) {
   partials_.reserve(threads(), {std::size_t(out_features_) * in_features_, std::size_t(out_features_)});
 }
 
-void Linear::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
-  forward_slice(k, p, in, out, {N, 0, N, 0});
-}
-
-void Linear::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
-                      const float* dout, float* din, int N) {
-  backward_slice(k, p, in, out, dout, din, {N, 0, N, 0});
-}
-
 void Linear::forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) {
   if (s.empty()) return;
   k.linear_forward(out, in,

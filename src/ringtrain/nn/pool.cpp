@@ -11,15 +11,6 @@ Shape AdaptiveAvgPool2d::configure(const Shape& in) {
   return {in[0], 1, 1};
 }
 
-void AdaptiveAvgPool2d::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
-  forward_slice(k, p, in, out, {N, 0, N, 0});
-}
-
-void AdaptiveAvgPool2d::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
-                                 const float* dout, float* din, int N) {
-  backward_slice(k, p, in, out, dout, din, {N, 0, N, 0});
-}
-
 void AdaptiveAvgPool2d::forward_slice(const ops::KernelTable& k, ParameterSet&, const float* in, float* out,
                                       const Slice& s) {
   if (s.empty()) return;

@@ -12,9 +12,6 @@ class AdaptiveAvgPool2d : public Layer {
   explicit AdaptiveAvgPool2d(std::string name) : Layer(std::move(name)) {}
   Shape configure(const Shape& in) override;
   double forward_macs() const override { return double(channels_) * plane_; }
-  void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) override;
-  void backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
-                float* din, int N) override;
   bool supports_slices() const override { return true; }
   void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
   void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,

@@ -24,15 +24,6 @@ void TokenLinear::declare(ParameterSet& params) {
                     params.declare(name_ + ".bias", {out_features_}, in_features_, bias_init_)};
 }
 
-void TokenLinear::forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) {
-  forward_slice(k, p, in, out, {N, 0, N, 0});
-}
-
-void TokenLinear::backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
-                           const float* dout, float* din, int N) {
-  backward_slice(k, p, in, out, dout, din, {N, 0, N, 0});
-}
-
 void TokenLinear::forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out,
                                 const Slice& s) {
   if (s.empty()) return;

@@ -16,9 +16,6 @@ class TokenLinear : public Layer {
   Shape configure(const Shape& in) override;
   void declare(ParameterSet& params) override;
   double forward_macs() const override { return double(rows_) * in_features_ * out_features_; }
-  void forward(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N) override;
-  void backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
-                float* din, int N) override;
   bool supports_slices() const override { return true; }
   void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
   void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
