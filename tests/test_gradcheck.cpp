@@ -2,13 +2,8 @@
 // its ops::ref::*<double> instantiation, and the whole LeNet-5 composed by hand from the same double ops in the
 // model's layer order (nn::Model is float), against central differences with h = 1e-6.
 //
-// The checked quantity is a scalar L: sum(out * R) for a fixed random R (so dout = R), or the mean loss.
-// Tolerance, derived rather than set by eye: a central difference of L carries a rounding error of about
-// eps * S / h, where S = sum |terms of L| (eps = 2^-52), and a truncation error of h^2 |L'''| / 6 (about 1e-12 here).
-// Each element must satisfy |analytic - numeric| <= 1e-6 * max(|analytic|, |numeric|) + 8 * eps * S / h:
-// relative error under 1e-6 wherever the gradient is well above the rounding floor, absolute otherwise.
-// Kinks are skipped, not smoothed over: an element is skipped when perturbing it by +-h flips any ReLU's sign
-// or any max-pool window's winner (the "pattern" below), as ggml's test-backend-ops does.
+// The method and its derived tolerance are in gradcheck.h; the kink pattern here is every ReLU's sign and every
+// max-pool window's winner.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,6 +11,7 @@
 #include <functional>
 
 #include "ringtrain/core/rng.h"
+#include "gradcheck.h"
 #include "ringtrain/ops/activation.h"
 #include "ringtrain/ops/conv2d.h"
 #include "ringtrain/ops/linear.h"
@@ -24,75 +20,9 @@
 
 using namespace ringtrain;
 using namespace ringtrain::ops;
+using namespace ringtrain::gradcheck;
 
 namespace {
-
-constexpr double kH = 1e-6;
-constexpr double kRel = 1e-6;
-constexpr double kEps = 0x1p-52;
-
-struct Eval {
-  double value = 0.0;            // L
-  double magnitude = 0.0;        // S: sum of |terms| of L, for the rounding floor
-  std::vector<uint8_t> pattern;  // ReLU signs and pool winners: a change means a kink was crossed
-};
-
-std::vector<double> uniform(std::size_t n, Rng& rng, double lo, double hi) {
-  std::vector<double> v(n);
-  for (auto& x : v) x = lo + (hi - lo) * double(rng.next_u64() >> 11) * 0x1p-53;
-  return v;
-}
-
-struct Report {
-  int checked = 0, skipped = 0;
-  double max_rel = 0.0;  // max |a - n| / max(|a|, |n|) over elements above the rounding floor
-};
-
-// Checks analytic[i] = dL/dx[i] for every i in `indices` (all if empty) by central differences of f.
-Report check_gradient(const std::string& what, std::vector<double>& x, const std::vector<double>& analytic,
-                      const std::function<Eval()>& f, std::vector<std::size_t> indices = {}) {
-  if (indices.empty())
-    for (std::size_t i = 0; i < x.size(); ++i) indices.push_back(i);
-  const Eval base = f();
-  Report r;
-  int printed = 0;
-  for (std::size_t i : indices) {
-    const double saved = x[i];
-    x[i] = saved + kH;
-    Eval plus = f();
-    x[i] = saved - kH;
-    Eval minus = f();
-    x[i] = saved;
-    if (plus.pattern != base.pattern || minus.pattern != base.pattern) {
-      ++r.skipped;
-      continue;
-    }
-    ++r.checked;
-    const double numeric = (plus.value - minus.value) / (2 * kH);
-    const double a = analytic[i];
-    const double floor = 8 * kEps * std::max({base.magnitude, plus.magnitude, minus.magnitude}) / kH;
-    const double diff = std::fabs(a - numeric);
-    const double scale = std::max(std::fabs(a), std::fabs(numeric));
-    if (scale > floor / kRel) r.max_rel = std::max(r.max_rel, diff / scale);
-    if (!(diff <= kRel * scale + floor) && printed++ < 5)
-      ADD_FAILURE() << what << "[" << i << "]: analytic " << a << ", numeric " << numeric << " (difference "
-                    << diff << ", allowed " << kRel * scale + floor << ")";
-  }
-  std::printf("  %-40s %5d checked, %4d skipped at kinks, max relative error %.2e\n", what.c_str(), r.checked,
-              r.skipped, r.max_rel);
-  EXPECT_GT(r.checked, 0) << what;
-  return r;
-}
-
-// L = sum(out * R) and its magnitude.
-Eval project(const std::vector<double>& out, const std::vector<double>& R) {
-  Eval e;
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    e.value += out[i] * R[i];
-    e.magnitude += std::fabs(out[i] * R[i]);
-  }
-  return e;
-}
 
 void check_conv(Conv2dShape s, uint64_t seed, bool with_bias) {
   Rng rng(seed);

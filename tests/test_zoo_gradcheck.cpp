@@ -1,9 +1,7 @@
 // Finite-difference gradient checks in double precision of the zoo's reference ops (ops::ref::*<double>):
 // grouped, depthwise, strided and padded conv2d, max-pool 3/2/1 and global average pool. The method and the
-// tolerance are test_gradcheck.cpp's: L = sum(out * R) for a fixed random R; central differences with
-// h = 1e-6; each element within 1e-6 relative of the analytic gradient, or under the rounding floor
-// 8 eps S / h (S = sum |terms of L|, eps = 2^-52); elements whose +-h perturbation changes a max-pool
-// window's winner (a kink) are skipped.
+// tolerance are gradcheck.h's; elements whose +-h perturbation changes a max-pool window's winner (a kink)
+// are skipped.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,66 +13,15 @@
 #include <vector>
 
 #include "ringtrain/core/rng.h"
+#include "gradcheck.h"
 #include "ringtrain/ops/conv2d.h"
 #include "ringtrain/ops/pool.h"
 
 using namespace ringtrain;
 using namespace ringtrain::ops;
+using namespace ringtrain::gradcheck;
 
 namespace {
-
-constexpr double kH = 1e-6;
-constexpr double kRel = 1e-6;
-constexpr double kEps = 0x1p-52;
-
-struct Eval {
-  double value = 0.0, magnitude = 0.0;
-  std::vector<uint8_t> pattern;  // max-pool winners
-};
-
-std::vector<double> uniform(std::size_t n, Rng& rng) {
-  std::vector<double> v(n);
-  for (auto& x : v) x = -1.0 + 2.0 * double(rng.next_u64() >> 11) * 0x1p-53;
-  return v;
-}
-
-Eval project(const std::vector<double>& out, const std::vector<double>& R) {
-  Eval e;
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    e.value += out[i] * R[i];
-    e.magnitude += std::fabs(out[i] * R[i]);
-  }
-  return e;
-}
-
-// Checks analytic = dL/dx for every element of x by central differences of f; returns elements skipped.
-int check_gradient(const std::string& what, std::vector<double>& x, const std::vector<double>& analytic,
-                   const std::function<Eval()>& f) {
-  const Eval base = f();
-  int checked = 0, skipped = 0, printed = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double saved = x[i];
-    x[i] = saved + kH;
-    const Eval plus = f();
-    x[i] = saved - kH;
-    const Eval minus = f();
-    x[i] = saved;
-    if (plus.pattern != base.pattern || minus.pattern != base.pattern) {
-      ++skipped;
-      continue;
-    }
-    ++checked;
-    const double numeric = (plus.value - minus.value) / (2 * kH);
-    const double floor = 8 * kEps * std::max({base.magnitude, plus.magnitude, minus.magnitude}) / kH;
-    const double diff = std::fabs(analytic[i] - numeric);
-    const double scale = std::max(std::fabs(analytic[i]), std::fabs(numeric));
-    if (!(diff <= kRel * scale + floor) && printed++ < 5)
-      ADD_FAILURE() << what << "[" << i << "]: analytic " << analytic[i] << ", numeric " << numeric;
-  }
-  std::printf("  %-56s %5d checked, %4d skipped at kinks\n", what.c_str(), checked, skipped);
-  EXPECT_GT(checked, 0) << what;
-  return skipped;
-}
 
 Conv2dShape conv(int N, int C, int H, int W, int K, int R, int S, int stride, int pad, int groups) {
   Conv2dShape s;

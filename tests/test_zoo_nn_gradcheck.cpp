@@ -3,11 +3,8 @@
 // batch norm in training mode with the full dependence of the batch statistics on every sample, and in eval
 // mode; layer norm; the attention core; GELU; ReLU6 away from its kinks; add and dropout.
 //
-// The checked quantity is L = sum(out * R) for a fixed random R (so dout = R). Tolerance, derived as in
-// test_gradcheck.cpp: a central difference of L carries a rounding error of about eps * S / h (S = sum |terms|
-// of L, eps = 2^-52) and a truncation error of h^2 |L'''| / 6 (about 1e-12 for these smooth ops at h = 1e-6);
-// each element must satisfy |analytic - numeric| <= 1e-6 max(|analytic|, |numeric|) + 8 eps S / h.
-// ReLU6's elements whose +-h perturbation crosses 0 or 6 are skipped (the kink pattern changes).
+// The method and its derived tolerance are gradcheck.h's. ReLU6's elements whose +-h perturbation crosses
+// 0 or 6 are skipped (the kink pattern changes).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +15,7 @@
 #include <vector>
 
 #include "ringtrain/core/rng.h"
+#include "gradcheck.h"
 #include "ringtrain/ops/attention.h"
 #include "ringtrain/ops/batch_norm.h"
 #include "ringtrain/ops/elementwise.h"
@@ -26,65 +24,9 @@
 
 using namespace ringtrain;
 using namespace ringtrain::ops;
+using namespace ringtrain::gradcheck;
 
 namespace {
-
-constexpr double kH = 1e-6;
-constexpr double kRel = 1e-6;
-constexpr double kEps = 0x1p-52;
-
-struct Eval {
-  double value = 0.0, magnitude = 0.0;
-  std::vector<uint8_t> pattern;  // kink regions (ReLU6): a change means a kink was crossed
-};
-
-std::vector<double> uniform(std::size_t n, Rng& rng, double lo, double hi) {
-  std::vector<double> v(n);
-  for (auto& x : v) x = lo + (hi - lo) * double(rng.next_u64() >> 11) * 0x1p-53;
-  return v;
-}
-
-Eval project(const std::vector<double>& out, const std::vector<double>& R) {
-  Eval e;
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    e.value += out[i] * R[i];
-    e.magnitude += std::fabs(out[i] * R[i]);
-  }
-  return e;
-}
-
-// Checks analytic[i] = dL/dx[i] for every i by central differences of f.
-void check_gradient(const std::string& what, std::vector<double>& x, const std::vector<double>& analytic,
-                    const std::function<Eval()>& f) {
-  ASSERT_EQ(x.size(), analytic.size()) << what;
-  const Eval base = f();
-  int checked = 0, skipped = 0, printed = 0;
-  double max_rel = 0.0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double saved = x[i];
-    x[i] = saved + kH;
-    const Eval plus = f();
-    x[i] = saved - kH;
-    const Eval minus = f();
-    x[i] = saved;
-    if (plus.pattern != base.pattern || minus.pattern != base.pattern) {
-      ++skipped;
-      continue;
-    }
-    ++checked;
-    const double numeric = (plus.value - minus.value) / (2 * kH);
-    const double a = analytic[i];
-    const double floor = 8 * kEps * std::max({base.magnitude, plus.magnitude, minus.magnitude}) / kH;
-    const double diff = std::fabs(a - numeric), scale = std::max(std::fabs(a), std::fabs(numeric));
-    if (scale > floor / kRel) max_rel = std::max(max_rel, diff / scale);
-    if (!(diff <= kRel * scale + floor) && printed++ < 5)
-      ADD_FAILURE() << what << "[" << i << "]: analytic " << a << ", numeric " << numeric << " (difference " << diff
-                    << ", allowed " << kRel * scale + floor << ")";
-  }
-  std::printf("  %-44s %5d checked, %4d skipped at kinks, max relative error %.2e\n", what.c_str(), checked, skipped,
-              max_rel);
-  EXPECT_GT(checked, 0) << what;
-}
 
 TEST(ZooNnGradcheck, BatchNormTraining) {
   for (BatchNormShape s : {BatchNormShape{3, 4, 5}, BatchNormShape{2, 3, 1}, BatchNormShape{1, 2, 6}}) {
