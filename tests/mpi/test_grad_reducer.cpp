@@ -21,6 +21,7 @@
 #include "ringtrain/nn/models/lenet5.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/optim/optimizer.h"
+#include "synthetic_training.h"
 
 namespace ringtrain::dist {
 namespace {
@@ -31,44 +32,9 @@ using ringtrain::testing::world_size;
 constexpr int kSteps = 20, kBatch = 8, kPixels = 28 * 28, kClasses = 10;
 constexpr uint64_t kInitSeed = 1234;
 
-struct Data {
-  std::vector<float> images;
-  std::vector<uint8_t> labels;
-};
-
-// Synthetic digits: random pixels in [0,1), random labels. Enough for the optimizer to move.
-Data make_data(int64_t n) {
-  Rng rng(99);
-  Data d;
-  d.images.resize(n * kPixels);
-  d.labels.resize(n);
-  for (auto& p : d.images) p = rng.uniform();
-  for (auto& l : d.labels) l = uint8_t(rng.below(kClasses));
-  return d;
-}
-
-// One training step on samples [first, first + N): zero grads, forward, loss (mean over N), backward
-// (with the reducer's hook when given), wait, Adam.
-void train_step(nn::Model& model, optim::Adam& adam, const Data& d, int64_t first, int N, GradReducer* reducer,
-                std::vector<float>* grads_after = nullptr) {
-  const auto& k = ops::reference_kernels();
-  auto& p = model.params();
-  std::memset(p.grads(), 0, p.size() * sizeof(float));
-  const float* x = d.images.data() + first * kPixels;
-  const uint8_t* y = d.labels.data() + first;
-  const float* logits = model.forward(k, x, N);
-  std::vector<float> probs(N * kClasses), dlogits(N * kClasses);
-  k.softmax_xent_forward(probs.data(), logits, y, N, kClasses);
-  k.softmax_xent_backward(dlogits.data(), probs.data(), y, N, kClasses, 1.0f / float(N));
-  if (reducer) {
-    model.backward(k, x, dlogits.data(), N, reducer->hook());
-    reducer->wait();
-  } else {
-    model.backward(k, x, dlogits.data(), N);
-  }
-  if (grads_after) grads_after->assign(p.grads(), p.grads() + p.size());
-  adam.step(p.params(), p.grads());
-}
+using Data = ringtrain::testing::SyntheticDigits;
+Data make_data(int64_t n) { return ringtrain::testing::make_synthetic_digits(n, 99); }
+using ringtrain::testing::train_step;
 
 struct Reference {
   std::vector<float> first_grads, weights;
@@ -83,7 +49,7 @@ const Reference& reference(const Data& d, int W) {
   model->reserve(W * kBatch);
   optim::Adam adam(model->params().size(), {});
   for (int s = 0; s < kSteps; ++s)
-    train_step(*model, adam, d, int64_t(s) * W * kBatch, W * kBatch, nullptr, s == 0 ? &ref.first_grads : nullptr);
+    train_step(ops::reference_kernels(), *model, adam, d, int64_t(s) * W * kBatch, W * kBatch, nullptr, s == 0 ? &ref.first_grads : nullptr);
   ref.weights.assign(model->params().params(), model->params().params() + model->params().size());
   return ref;
 }
@@ -134,7 +100,7 @@ TEST_P(DataParallel, MatchesOneRankWithTheGlobalBatch) {
   GradReducer reducer(p, comm, {.bucket_bytes = cfg.bucket_bytes, .overlap = cfg.overlap});
   std::vector<float> first_grads;
   for (int s = 0; s < kSteps; ++s)
-    train_step(*model, adam, d, (int64_t(s) * W + r) * kBatch, kBatch, &reducer, s == 0 ? &first_grads : nullptr);
+    train_step(ops::reference_kernels(), *model, adam, d, (int64_t(s) * W + r) * kBatch, kBatch, &reducer, s == 0 ? &first_grads : nullptr);
 
   std::string worst;
   double g_rel = max_rel(p, first_grads.data(), ref.first_grads.data(), &worst);

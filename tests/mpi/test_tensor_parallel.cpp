@@ -41,6 +41,7 @@
 #include "ringtrain/train/checkpoint.h"
 #include "ringtrain/train/memory_report.h"
 #include "ringtrain/train/tp_checkpoint.h"
+#include "synthetic_training.h"
 
 namespace ringtrain::dist {
 namespace {
@@ -304,40 +305,9 @@ INSTANTIATE_TEST_SUITE_P(Kernels, ParallelLinear, ::testing::Values(false, true)
 constexpr int kSteps = 20, kBatch = 8, kPixels = 28 * 28, kClasses = 10;
 constexpr uint64_t kInitSeed = 1234;
 
-struct Data {
-  std::vector<float> images;
-  std::vector<uint8_t> labels;
-};
-
-Data make_data(int64_t n) {
-  Rng rng(99);
-  Data d;
-  d.images.resize(std::size_t(n) * kPixels);
-  d.labels.resize(std::size_t(n));
-  for (auto& p : d.images) p = rng.uniform();
-  for (auto& l : d.labels) l = uint8_t(rng.below(kClasses));
-  return d;
-}
-
-void train_step(const ops::KernelTable& k, nn::Model& model, optim::Adam& adam, const Data& d, int64_t first, int N,
-                GradReducer* reducer, std::vector<float>* grads_after = nullptr) {
-  auto& p = model.params();
-  std::memset(p.grads(), 0, p.size() * sizeof(float));
-  const float* x = d.images.data() + first * kPixels;
-  const uint8_t* y = d.labels.data() + first;
-  const float* logits = model.forward(k, x, N);
-  std::vector<float> probs(std::size_t(N) * kClasses), dlogits(std::size_t(N) * kClasses);
-  k.softmax_xent_forward(probs.data(), logits, y, N, kClasses);
-  k.softmax_xent_backward(dlogits.data(), probs.data(), y, N, kClasses, 1.0f / float(N));
-  if (reducer) {
-    model.backward(k, x, dlogits.data(), N, reducer->hook());
-    reducer->wait();
-  } else {
-    model.backward(k, x, dlogits.data(), N);
-  }
-  if (grads_after) grads_after->assign(p.grads(), p.grads() + p.size());
-  adam.step(p.params(), p.grads());
-}
+using Data = ringtrain::testing::SyntheticDigits;
+Data make_data(int64_t n) { return ringtrain::testing::make_synthetic_digits(n, 99); }
+using ringtrain::testing::train_step;
 
 struct Reference {
   std::vector<float> first_grads, weights;

@@ -21,6 +21,7 @@
 #include "ringtrain/nn/models/zoo.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/optim/optimizer.h"
+#include "synthetic_training.h"
 
 namespace ringtrain::dist {
 namespace {
@@ -31,20 +32,8 @@ using ringtrain::testing::world_size;
 constexpr int kSteps = 3, kGlobalBatch = 12, kPixels = 28 * 28, kClasses = 10;
 constexpr uint64_t kInitSeed = 77;
 
-struct Data {
-  std::vector<float> images;
-  std::vector<uint8_t> labels;
-};
-
-Data make_data(int64_t n) {
-  Rng rng(5);
-  Data d;
-  d.images.resize(std::size_t(n) * kPixels);
-  d.labels.resize(std::size_t(n));
-  for (auto& p : d.images) p = rng.uniform();
-  for (auto& l : d.labels) l = uint8_t(rng.below(kClasses));
-  return d;
-}
+using Data = ringtrain::testing::SyntheticDigits;
+Data make_data(int64_t n) { return ringtrain::testing::make_synthetic_digits(n, 5); }
 
 // vit's head starts at zero (torchvision's init): give it weights so every gradient is non-trivial.
 std::unique_ptr<nn::Model> make_vit_for_test() {
@@ -59,22 +48,9 @@ std::unique_ptr<nn::Model> make_vit_for_test() {
   return model;
 }
 
+// One step with the fastest kernels this CPU has (tests/mpi/synthetic_training.h).
 void train_step(nn::Model& model, optim::Optimizer& opt, const Data& d, int64_t first, int N, GradReducer* reducer) {
-  const auto& k = ops::kernels_for(ops::default_isa());
-  auto& p = model.params();
-  const float* x = d.images.data() + first * kPixels;
-  const uint8_t* y = d.labels.data() + first;
-  const float* logits = model.forward(k, x, N);
-  std::vector<float> probs(std::size_t(N) * kClasses), dlogits(probs.size());
-  k.softmax_xent_forward(probs.data(), logits, y, N, kClasses);
-  k.softmax_xent_backward(dlogits.data(), probs.data(), y, N, kClasses, 1.0f / float(N));
-  if (reducer) {
-    model.backward(k, x, dlogits.data(), N, reducer->hook());
-    reducer->wait();
-  } else {
-    model.backward(k, x, dlogits.data(), N);
-  }
-  opt.step(p.params(), p.grads());
+  ringtrain::testing::train_step(ops::kernels_for(ops::default_isa()), model, opt, d, first, N, reducer);
 }
 
 optim::Sgd make_sgd(std::size_t n) {
