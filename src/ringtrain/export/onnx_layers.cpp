@@ -147,9 +147,11 @@ std::string self_attention(OnnxGraph& g, const LayerInput& in, const nn::LayerDe
   const std::string qh = heads(q, "q", {0, 2, 1, 3});  // [N, H, T, hd]
   const std::string kt = heads(k, "k", {0, 2, 3, 1});  // [N, H, hd, T]
   const std::string vh = heads(v, "v", {0, 2, 1, 3});  // [N, H, T, hd]
-  const std::string scores = g.node("MatMul", {qh, kt}, local(in, "scores"));
-  const std::string scaled = g.node("Mul", {scores, g.scalar(float(1.0 / std::sqrt(double(hd))))}, local(in, "scaled"));
-  const std::string probs = g.node("Softmax", {scaled}, local(in, "probs"), {{"axis", int64_t(-1)}});
+  // q / sqrt(hd) before the product, as PyTorch does: OpenCV 4.6 fuses a scaling after a MatMul of two
+  // computed tensors into it wrongly (its results differ unless the fusion is off).
+  const std::string q_scaled = g.node("Mul", {qh, g.scalar(float(1.0 / std::sqrt(double(hd))))}, local(in, "q_scaled"));
+  const std::string scores = g.node("MatMul", {q_scaled, kt}, local(in, "scores"));
+  const std::string probs = g.node("Softmax", {scores}, local(in, "probs"), {{"axis", int64_t(-1)}});
   const std::string ctx = g.node("MatMul", {probs, vh}, local(in, "context"));  // [N, H, T, hd]
   const std::string ctx_t = g.node("Transpose", {ctx}, local(in, "context_t"), {{"perm", Ints{0, 2, 1, 3}}});
   const std::string ctx_rows = reshape(g, in, ctx_t, {D}, "context_rows");
