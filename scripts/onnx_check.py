@@ -2,7 +2,8 @@
 """Checks an ONNX file written by `ringtrain export` and runs it with OpenCV's dnn module on a test split:
 
     /usr/bin/python3 scripts/onnx_check.py MODEL.onnx --data data/digits --predictions preds.txt \\
-        [--limit N] [--batch-size 100] [--min-agreement 99.9] [--torch-checkpoint model.safetensors]
+        [--limit N] [--batch-size 100] [--min-agreement 99.9] [--checkpoint model.safetensors]
+        [--torch-checkpoint model.safetensors]
 
 1. onnx.checker.check_model(full_check=True) (the schema and shape inference), and the interface ringtrain
    promises: input "input" float [batch, 1, 28, 28], output "logits" [batch, 10], "batch" a dynamic dimension.
@@ -11,7 +12,9 @@
    at a time (the last batch shorter: the batch really is dynamic).
 3. OpenCV's predicted labels are compared with `ringtrain eval --predictions` (one label a line, split order);
    prints the agreement and exits 1 below --min-agreement percent.
-4. With --torch-checkpoint (needs PyTorch; scripts/zoo_torch.py), the same samples through the PyTorch model
+4. With --checkpoint, every F32 tensor of the checkpoint but optim.* (weights, batch-norm statistics) is an
+   initializer of the same name, shape and values (json + numpy: no PyTorch needed).
+5. With --torch-checkpoint (needs PyTorch; scripts/zoo_torch.py), the same samples through the PyTorch model
    of the checkpoint, and the largest |logit difference| between OpenCV and PyTorch (whose evaluation
    matches ringtrain's: docs/MODELS.md).
 
@@ -20,6 +23,7 @@ are missing (Debian: python3-onnx, python3-opencv).
 """
 import argparse
 import gzip
+import json
 import struct
 import sys
 from pathlib import Path
@@ -28,6 +32,7 @@ try:
     import cv2
     import numpy as np
     import onnx
+    import onnx.numpy_helper
 except ImportError as e:  # the caller (tests/cli/test_export.sh) tells a missing package from a failure
     print(f"onnx_check: {e.name} is not installed (Debian: python3-onnx, python3-opencv)", file=sys.stderr)
     sys.exit(2)
@@ -54,6 +59,30 @@ def read_idx(path):
     if body.size != int(np.prod(dims)):
         fail(f"{path}: {body.size} values for dimensions {dims}")
     return body.reshape(dims)
+
+
+def read_safetensors_f32(path):
+    """{name: float32 array} of a safetensors file's F32 tensors, optim.* left out."""
+    data = Path(path).read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    header.pop("__metadata__", None)
+    return {name: np.frombuffer(data, dtype="<f4", count=int(np.prod(info["shape"], dtype=np.int64)),
+                                offset=8 + n + info["data_offsets"][0]).reshape(info["shape"])
+            for name, info in header.items() if info["dtype"] == "F32" and not name.startswith("optim.")}
+
+
+def check_initializers(model, checkpoint):
+    """The checkpoint's tensors are the graph's initializers under the same names, bit for bit."""
+    initializers = {t.name: t for t in model.graph.initializer}
+    tensors = read_safetensors_f32(checkpoint)
+    for name, value in tensors.items():
+        if name not in initializers:
+            fail(f"the checkpoint's {name} is no initializer of the graph")
+        init = onnx.numpy_helper.to_array(initializers[name])
+        if init.shape != value.shape or not np.array_equal(init, value):
+            fail(f"initializer {name} {list(init.shape)} differs from the checkpoint's {list(value.shape)}")
+    print(f"initializers: the checkpoint's {len(tensors)} F32 tensors, same names and values")
 
 
 def check_interface(model):
@@ -102,6 +131,7 @@ def main(argv):
     p.add_argument("--limit", type=int, default=0, help="only the first N test samples (0: all)")
     p.add_argument("--batch-size", type=int, default=100)
     p.add_argument("--min-agreement", type=float, default=99.9, help="percent")
+    p.add_argument("--checkpoint", help="check that this checkpoint's tensors are the graph's initializers")
     p.add_argument("--torch-checkpoint", help="also compare the logits with PyTorch's for this checkpoint")
     args = p.parse_args(argv)
 
@@ -115,6 +145,8 @@ def main(argv):
     opset = max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
     print(f"{args.onnx_file}: onnx.checker full_check passed ({props.get('model', '?')}, opset {opset}, "
           f"{len(model.graph.node)} nodes)")
+    if args.checkpoint:
+        check_initializers(model, args.checkpoint)
 
     images = read_idx(Path(args.data) / "t10k-images-idx3-ubyte")
     labels = read_idx(Path(args.data) / "t10k-labels-idx1-ubyte")
