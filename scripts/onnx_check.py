@@ -11,7 +11,9 @@
    dataset (t10k-images-idx3-ubyte, raw or .gz; inputs pixel / 255 - the graph does not scale), --batch-size
    at a time (the last batch shorter: the batch really is dynamic).
 3. OpenCV's predicted labels are compared with `ringtrain eval --predictions` (one label a line, split order);
-   prints the agreement and exits 1 below --min-agreement percent.
+   prints the agreement and exits 1 below --min-agreement percent. Also OpenCV's mean test loss (cross-entropy
+   of its float32 logits, in float64), to set beside `ringtrain eval`'s "test loss": with --eval-loss L it
+   exits 1 unless they agree to --loss-rtol (1e-4) relative - a check on the logits, not only their argmax.
 4. With --checkpoint, every F32 tensor of the checkpoint but optim.* (weights, batch-norm statistics) is an
    initializer of the same name, shape and values (json + numpy: no PyTorch needed).
 5. With --torch-checkpoint (needs PyTorch; scripts/zoo_torch.py), the same samples through the PyTorch model
@@ -131,6 +133,8 @@ def main(argv):
     p.add_argument("--limit", type=int, default=0, help="only the first N test samples (0: all)")
     p.add_argument("--batch-size", type=int, default=100)
     p.add_argument("--min-agreement", type=float, default=99.9, help="percent")
+    p.add_argument("--eval-loss", type=float, help="`ringtrain eval`'s test loss, to compare with OpenCV's")
+    p.add_argument("--loss-rtol", type=float, default=1e-4)
     p.add_argument("--checkpoint", help="check that this checkpoint's tensors are the graph's initializers")
     p.add_argument("--torch-checkpoint", help="also compare the logits with PyTorch's for this checkpoint")
     args = p.parse_args(argv)
@@ -169,11 +173,19 @@ def main(argv):
     agreement = 100.0 * float((predicted == ringtrain).mean())
     print(f"OpenCV {cv2.__version__}: {n} samples, accuracy {100.0 * float((predicted == labels[:n]).mean()):.2f}%, "
           f"agreement with ringtrain eval {agreement:.2f}% ({int((predicted != ringtrain).sum())} differ)")
+    z = logits.astype(np.float64)
+    z -= z.max(1, keepdims=True)
+    loss = float(np.mean(np.log(np.exp(z).sum(1)) - z[np.arange(n), labels[:n]]))
+    versus = f" (ringtrain eval {args.eval_loss:.9g}, relative difference {abs(loss - args.eval_loss) / abs(args.eval_loss):.2g})" \
+        if args.eval_loss else ""
+    print(f"OpenCV mean test loss {loss:.9g}{versus}")
     if args.torch_checkpoint:
         reference = torch_logits(args.torch_checkpoint, props.get("model", "lenet5"), x)
         print(f"PyTorch: max |logit difference| OpenCV - PyTorch {float(np.abs(logits - reference).max()):.3g} "
               f"(logits up to {float(np.abs(reference).max()):.3g}); label agreement "
               f"{100.0 * float((reference.argmax(1) == predicted).mean()):.2f}%")
+    if args.eval_loss and abs(loss - args.eval_loss) > args.loss_rtol * abs(args.eval_loss):
+        fail(f"OpenCV's test loss {loss:.9g} is not ringtrain's {args.eval_loss:.9g} to --loss-rtol {args.loss_rtol}")
     if agreement < args.min_agreement:
         fail(f"agreement {agreement:.2f}% is below --min-agreement {args.min_agreement}%")
 

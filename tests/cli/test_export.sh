@@ -45,8 +45,9 @@ expect_error "no --checkpoint" "export needs --checkpoint" "$RINGTRAIN" export -
 # The export itself, --model given explicitly once (it must match the checkpoint's metadata).
 "$RINGTRAIN" export --checkpoint "$WORK/l5.st" --onnx "$WORK/l5.onnx" --model lenet5 > "$WORK/export.log" 2>&1 &&
   grep -q "^wrote $WORK/l5.onnx (lenet5, opset 13, " "$WORK/export.log" && pass || { fail "export"; cat "$WORK/export.log"; }
-"$RINGTRAIN" eval --checkpoint "$WORK/l5.st" --data "$WORK/toy" --predictions "$WORK/l5.txt" > /dev/null 2>&1 ||
+"$RINGTRAIN" eval --checkpoint "$WORK/l5.st" --data "$WORK/toy" --predictions "$WORK/l5.txt" > "$WORK/l5.eval" 2>&1 ||
   fail "eval --predictions"
+loss() { sed -n 's/^test loss: //p' "$1"; }
 
 # The rest needs Debian's python3-onnx and python3-opencv (the `python3` of a pyenv lacks them).
 ONNX_PYTHON=""
@@ -60,21 +61,28 @@ if [ -z "$ONNX_PYTHON" ]; then
 fi
 
 "$ONNX_PYTHON" "$CHECK" "$WORK/l5.onnx" --data "$WORK/toy" --predictions "$WORK/l5.txt" --checkpoint "$WORK/l5.st" \
-  --batch-size 64 > "$WORK/check.log" 2>&1 && grep -q "agreement with ringtrain eval 100.00%" "$WORK/check.log" && pass ||
+  --eval-loss "$(loss "$WORK/l5.eval")" --batch-size 64 > "$WORK/check.log" 2>&1 && grep -q "agreement with ringtrain eval 100.00%" "$WORK/check.log" && pass ||
   { fail "lenet5: OpenCV does not agree with ringtrain eval"; cat "$WORK/check.log"; }
-# The check can fail: predictions that are not ringtrain's (every label shifted by one) are refused.
+# The check can fail: predictions that are not ringtrain's (every label shifted by one), another test loss,
+# another checkpoint's tensors are refused.
 awk '{ print ($1 + 1) % 10 }' "$WORK/l5.txt" > "$WORK/wrong.txt"
 "$ONNX_PYTHON" "$CHECK" "$WORK/l5.onnx" --data "$WORK/toy" --predictions "$WORK/wrong.txt" > "$WORK/wrong.log" 2>&1 &&
   fail "onnx_check accepted wrong predictions" || { grep -q "below --min-agreement" "$WORK/wrong.log" && pass || { fail "onnx_check on wrong predictions"; cat "$WORK/wrong.log"; }; }
+"$ONNX_PYTHON" "$CHECK" "$WORK/l5.onnx" --data "$WORK/toy" --predictions "$WORK/l5.txt" --eval-loss 0.5 > "$WORK/wrong.log" 2>&1 &&
+  fail "onnx_check accepted a wrong test loss" || { grep -q "is not ringtrain's" "$WORK/wrong.log" && pass || { fail "onnx_check on a wrong loss"; cat "$WORK/wrong.log"; }; }
+$T --seed 9 --max-steps 3 --save "$WORK/other.st" > /dev/null 2>&1
+"$ONNX_PYTHON" "$CHECK" "$WORK/l5.onnx" --data "$WORK/toy" --predictions "$WORK/l5.txt" --checkpoint "$WORK/other.st" > "$WORK/wrong.log" 2>&1 &&
+  fail "onnx_check accepted another checkpoint's tensors" || { grep -q "differs from the checkpoint" "$WORK/wrong.log" && pass || { fail "onnx_check --checkpoint"; cat "$WORK/wrong.log"; }; }
 
 # The zoo, freshly initialised (one step, so batch-norm statistics are not the defaults): checker, initializers,
-# OpenCV on the 200 toy test samples against eval.
+# OpenCV on the 200 toy test samples against eval. A fresh model's logits are close together (vit's head starts
+# at zero), so a near-tie may flip on another ISA's rounding: 99% of the labels, and the test loss to 1e-4.
 for m in resnet18 mobilenet_v2 vit; do
   $T --model "$m" --max-steps 1 --save "$WORK/$m.st" > "$WORK/$m.log" 2>&1 || { fail "$m: train exited $?"; continue; }
   "$RINGTRAIN" export --checkpoint "$WORK/$m.st" --onnx "$WORK/$m.onnx" > "$WORK/$m.export" 2>&1 ||
     { fail "$m: export exited $?"; cat "$WORK/$m.export"; continue; }
-  "$RINGTRAIN" eval --checkpoint "$WORK/$m.st" --data "$WORK/toy" --predictions "$WORK/$m.txt" > /dev/null 2>&1
+  "$RINGTRAIN" eval --checkpoint "$WORK/$m.st" --data "$WORK/toy" --predictions "$WORK/$m.txt" > "$WORK/$m.eval" 2>&1
   "$ONNX_PYTHON" "$CHECK" "$WORK/$m.onnx" --data "$WORK/toy" --predictions "$WORK/$m.txt" --checkpoint "$WORK/$m.st" \
-    --min-agreement 99 > "$WORK/$m.check" 2>&1 && pass || { fail "$m: onnx_check"; cat "$WORK/$m.check"; }
+    --eval-loss "$(loss "$WORK/$m.eval")" --batch-size 64 --min-agreement 99 > "$WORK/$m.check" 2>&1 && pass || { fail "$m: onnx_check"; cat "$WORK/$m.check"; }
 done
 finish
