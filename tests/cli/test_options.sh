@@ -129,7 +129,7 @@ grep -q "PyTorch.* | 1234 |" "$WORK/bench2.md" && pass || { fail "bench --python
 expect_error "bench steps 1" "--steps" $RINGTRAIN bench --data "$WORK/big" --steps 1
 
 # Coverage: every option of every command appears in some test script.
-for cmd in "train" "eval" "data prepare" "data expand" "data show" "plot" "bench"; do
+for cmd in "train" "eval" "export" "data prepare" "data expand" "data show" "plot" "bench"; do
   for opt in $($RINGTRAIN $cmd --help | sed -n 's/^  \(--[a-z0-9-]*\).*/\1/p' | grep -v -- --help); do
     grep -q -- "$opt\b" "$TESTS_DIR"/*.sh "$TESTS_DIR"/../mpi/*.sh && pass || fail "'ringtrain $cmd $opt' is driven by no test"
   done

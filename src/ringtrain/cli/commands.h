@@ -6,6 +6,7 @@ namespace ringtrain::cli {
 
 int train_command(int argc, char** argv, int first);
 int eval_command(int argc, char** argv, int first);
+int export_command(int argc, char** argv, int first);
 int data_command(int argc, char** argv, int first);
 int plot_command(int argc, char** argv, int first);
 int bench_command(int argc, char** argv, int first);

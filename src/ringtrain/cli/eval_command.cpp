@@ -7,15 +7,14 @@
 #include <fstream>
 #include <iostream>
 
+#include "ringtrain/cli/checkpoint_model.h"
 #include "ringtrain/cli/commands.h"
 #include "ringtrain/cli/options.h"
 #include "ringtrain/core/error.h"
 #include "ringtrain/data/dataset.h"
 #include "ringtrain/data/show.h"
 #include "ringtrain/dist/communicator.h"
-#include "ringtrain/nn/models/zoo.h"
 #include "ringtrain/ops/kernels.h"
-#include "ringtrain/train/checkpoint.h"
 #include "ringtrain/train/evaluate.h"
 
 namespace ringtrain::cli {
@@ -25,8 +24,7 @@ int eval_command(int argc, char** argv, int first) {
               "Evaluates a checkpoint on the test split of a dataset.");
   opt.add("checkpoint", "", "safetensors checkpoint to evaluate (required)");
   opt.add("data", "digits", "dataset: digits | fashion | DIR");
-  opt.add("model", "auto", "auto (the model the checkpoint's metadata names; lenet5 if none) | lenet5 | resnet18 | "
-                           "mobilenet_v2 | vit");
+  opt.add("model", "auto", kCheckpointModelHelp);
   opt.add("batch-size", "auto", "samples per forward pass (auto: 500, fewer for models with large activations)");
   opt.add("predictions", "", "write the predicted label of every test sample, one a line, to this file");
   opt.add("isa", "auto", "kernels: auto | ref | scalar | avx2 | avx512");
@@ -40,13 +38,7 @@ int eval_command(int argc, char** argv, int first) {
   const ops::IsaLevel isa = opt.str("isa") == "auto" ? ops::default_isa() : ops::parse_isa(opt.str("isa"));
   const ops::KernelTable& kernels = ops::kernels_for(isa);
 
-  std::string model_name = opt.str("model");
-  if (model_name == "auto") {
-    const auto metadata = train::read_checkpoint_metadata(opt.str("checkpoint"));
-    model_name = metadata.count("model") ? metadata.at("model") : "lenet5";
-  }
-  auto model = nn::make_model(model_name);
-  train::load_weights(opt.str("checkpoint"), *model);
+  auto model = load_checkpoint_model(opt.str("checkpoint"), opt.str("model"));
   data::Split test = data::load_split(data::resolve_dataset_dir(opt.str("data")), "t10k");
   dist::LocalCommunicator comm;
   const int64_t count = opt.integer("count");

@@ -15,6 +15,7 @@ const char* kUsage =
     "commands:\n"
     "  train     train a model of the zoo: lenet5, resnet18, mobilenet_v2, vit (one process, or many under mpirun / --nproc)\n"
     "  eval      loss, accuracy and confusion matrix of a checkpoint on a dataset's test split\n"
+    "  export    write a checkpoint's model as an ONNX file (opset 13, eval mode)\n"
     "  data      prepare, expand and show datasets (ringtrain data --help)\n"
     "  plot      draw the loss, accuracy and throughput curves of a metrics file as a PNG\n"
     "  bench     the speed-up table: every configuration on the million-sample set, and PyTorch\n\n"
@@ -31,10 +32,11 @@ int main(int argc, char** argv) {
   try {
     if (command == "train") return ringtrain::cli::train_command(argc, argv, 2);
     if (command == "eval") return ringtrain::cli::eval_command(argc, argv, 2);
+    if (command == "export") return ringtrain::cli::export_command(argc, argv, 2);
     if (command == "data") return ringtrain::cli::data_command(argc, argv, 2);
     if (command == "plot") return ringtrain::cli::plot_command(argc, argv, 2);
     if (command == "bench") return ringtrain::cli::bench_command(argc, argv, 2);
-    std::fprintf(stderr, "ringtrain: unknown command '%s' (commands: train, eval, data, plot, bench; see --help)\n",
+    std::fprintf(stderr, "ringtrain: unknown command '%s' (commands: train, eval, export, data, plot, bench; see --help)\n",
                  command.c_str());
     return 2;
   } catch (const ringtrain::Error& e) {

@@ -10,6 +10,7 @@ namespace ringtrain::nn {
 class ReLU : public Layer {
  public:
   explicit ReLU(std::string name) : Layer(std::move(name)) {}
+  LayerDescription describe() const override { return {LayerDescription::Kind::ReLU}; }
   Shape configure(const Shape& in) override;
   void backward(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
                 float* din, int N) override;
@@ -26,6 +27,7 @@ class MaxPool2d : public Layer {
  public:
   // stride 0: the window (non-overlapping). Throws Error unless 1 <= window <= 16 and 0 <= pad <= window / 2.
   MaxPool2d(std::string name, int kernel, int stride = 0, int pad = 0);
+  LayerDescription describe() const override { return {.kind = LayerDescription::Kind::MaxPool2d, .kernel = window_, .stride = stride_, .pad = pad_}; }
   Shape configure(const Shape& in) override;
   void reserve(int max_batch) override;
   bool supports_slices() const override { return true; }

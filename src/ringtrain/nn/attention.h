@@ -16,6 +16,7 @@ namespace ringtrain::nn {
 class MultiheadSelfAttention : public Layer {
  public:
   MultiheadSelfAttention(std::string name, int dim, int heads);
+  LayerDescription describe() const override { return {.kind = LayerDescription::Kind::SelfAttention, .heads = heads_}; }
   Shape configure(const Shape& in) override;
   void declare(ParameterSet& params) override;
   void reserve(int max_batch) override;

@@ -14,6 +14,9 @@ namespace ringtrain::nn {
 class BatchNorm2d : public Layer {
  public:
   BatchNorm2d(std::string name, int channels, double eps = 1e-5, double momentum = 0.1);
+  LayerDescription describe() const override {
+    return {.kind = LayerDescription::Kind::BatchNorm2d, .eps = eps_, .buffers = {running_mean_, running_var_}};
+  }
   Shape configure(const Shape& in) override;
   void declare(ParameterSet& params) override;
   void reserve(int max_batch) override;

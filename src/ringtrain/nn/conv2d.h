@@ -29,6 +29,9 @@ class Conv2d : public Layer {
   // Throws Error unless groups divides both channel counts.
   Conv2d(std::string name, int in_channels, int out_channels, int kernel, int stride = 1, int pad = 0, int groups = 1,
          bool bias = true, Init weight_init = Init::fan_in_uniform(), Init bias_init = Init::fan_in_uniform());
+  LayerDescription describe() const override {
+    return {.kind = LayerDescription::Kind::Conv2d, .kernel = shape_.R, .stride = shape_.stride, .pad = shape_.pad, .groups = shape_.groups};
+  }
   void declare(ParameterSet& params) override;
   Shape configure(const Shape& in) override;
   double forward_macs() const override { return shape_.macs(); }

@@ -16,6 +16,9 @@ namespace ringtrain::nn {
 class Conv2dReluPool : public Layer {
  public:
   Conv2dReluPool(std::string name, int in_channels, int out_channels, int kernel, int stride = 1, int pad = 0);
+  LayerDescription describe() const override {
+    return {.kind = LayerDescription::Kind::Conv2dReluPool, .kernel = shape_.R, .stride = shape_.stride, .pad = shape_.pad};
+  }
   void declare(ParameterSet& params) override;
   Shape configure(const Shape& in) override;
   void reserve(int max_batch) override;

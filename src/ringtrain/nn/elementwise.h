@@ -12,6 +12,7 @@ namespace ringtrain::nn {
 class Add : public Layer {
  public:
   explicit Add(std::string name) : Layer(std::move(name)) {}
+  LayerDescription describe() const override { return {LayerDescription::Kind::Add}; }
   int num_inputs() const override { return 2; }
   Shape configure(const Shape& in) override;
   Shape configure_inputs(const std::vector<Shape>& in) override;
@@ -33,6 +34,7 @@ class Add : public Layer {
 class Dropout : public Layer {
  public:
   Dropout(std::string name, double p);
+  LayerDescription describe() const override { return {LayerDescription::Kind::Dropout}; }
   void set_p(double p);
   double p() const { return p_; }
   Shape configure(const Shape& in) override;
@@ -53,6 +55,7 @@ class Dropout : public Layer {
 class Flatten : public Layer {
  public:
   explicit Flatten(std::string name) : Layer(std::move(name)) {}
+  LayerDescription describe() const override { return {LayerDescription::Kind::Flatten}; }
   Shape configure(const Shape& in) override;
   bool supports_slices() const override { return true; }
   void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;

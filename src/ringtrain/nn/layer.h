@@ -14,6 +14,7 @@
 
 #include "ringtrain/core/tensor.h"
 #include "ringtrain/core/thread_pool.h"
+#include "ringtrain/nn/layer_description.h"
 #include "ringtrain/nn/parameters.h"
 #include "ringtrain/nn/partials.h"
 #include "ringtrain/ops/kernels.h"
@@ -61,6 +62,8 @@ class Layer {
   // Multiply-adds (or comparable operations) of one sample's forward pass: the FLOP counts of the
   // benchmarks are 2x this (forward) and 6x (a training step) summed over the layers.
   virtual double forward_macs() const { return 0.0; }
+  // What the layer computes in eval mode, for translators (the ONNX exporter); Unsupported by default.
+  virtual LayerDescription describe() const { return {}; }
 
   // ---- running ----
   // Where the Model keeps the mode and step (set_step): valid from configure on.

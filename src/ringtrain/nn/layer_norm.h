@@ -13,6 +13,7 @@ namespace ringtrain::nn {
 class LayerNorm : public Layer {
  public:
   LayerNorm(std::string name, int dim, double eps);
+  LayerDescription describe() const override { return {.kind = LayerDescription::Kind::LayerNorm, .eps = eps_}; }
   Shape configure(const Shape& in) override;
   void declare(ParameterSet& params) override;
   void reserve(int max_batch) override;

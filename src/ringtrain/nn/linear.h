@@ -12,6 +12,7 @@ class Linear : public Layer {
   // Initialised as nn.Linear by default (weight and bias U(+-1/sqrt(in_features))).
   Linear(std::string name, int in_features, int out_features, Init weight_init = Init::fan_in_uniform(),
          Init bias_init = Init::fan_in_uniform());
+  LayerDescription describe() const override { return {LayerDescription::Kind::Linear}; }
   double forward_macs() const override { return double(in_features_) * out_features_; }
   void declare(ParameterSet& params) override;
   Shape configure(const Shape& in) override;

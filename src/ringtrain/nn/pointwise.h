@@ -32,6 +32,7 @@ class PointwiseLayer : public Layer {
 class ReLU6 : public PointwiseLayer {
  public:
   explicit ReLU6(std::string name) : PointwiseLayer(std::move(name)) {}
+  LayerDescription describe() const override { return {LayerDescription::Kind::ReLU6}; }
   void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
   void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
                       float* din, const Slice& s) override;
@@ -40,6 +41,7 @@ class ReLU6 : public PointwiseLayer {
 class GELU : public PointwiseLayer {
  public:
   explicit GELU(std::string name) : PointwiseLayer(std::move(name)) {}
+  LayerDescription describe() const override { return {LayerDescription::Kind::GELU}; }
   double forward_macs() const override { return double(per_sample_); }
   void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
   void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,

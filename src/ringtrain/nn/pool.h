@@ -10,6 +10,7 @@ namespace ringtrain::nn {
 class AdaptiveAvgPool2d : public Layer {
  public:
   explicit AdaptiveAvgPool2d(std::string name) : Layer(std::move(name)) {}
+  LayerDescription describe() const override { return {LayerDescription::Kind::GlobalAveragePool}; }
   Shape configure(const Shape& in) override;
   double forward_macs() const override { return double(channels_) * plane_; }
   bool supports_slices() const override { return true; }

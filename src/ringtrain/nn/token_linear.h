@@ -13,6 +13,7 @@ class TokenLinear : public Layer {
  public:
   TokenLinear(std::string name, int in_features, int out_features, Init weight_init = Init::fan_in_uniform(),
               Init bias_init = Init::fan_in_uniform());
+  LayerDescription describe() const override { return {LayerDescription::Kind::TokenLinear}; }
   Shape configure(const Shape& in) override;
   void declare(ParameterSet& params) override;
   double forward_macs() const override { return double(rows_) * in_features_ * out_features_; }

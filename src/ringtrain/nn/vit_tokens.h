@@ -31,6 +31,7 @@ class TokenLayer : public Layer {
 class PatchTokens : public TokenLayer {
  public:
   explicit PatchTokens(std::string name) : TokenLayer(std::move(name)) {}
+  LayerDescription describe() const override { return {LayerDescription::Kind::PatchTokens}; }
   Shape configure(const Shape& in) override;
   void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
   void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
@@ -43,6 +44,7 @@ class PatchTokens : public TokenLayer {
 class ClassToken : public TokenLayer {
  public:
   ClassToken(std::string name, int dim);
+  LayerDescription describe() const override { return {LayerDescription::Kind::ClassToken}; }
   Shape configure(const Shape& in) override;
   void declare(ParameterSet& params) override;
   void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
@@ -56,6 +58,7 @@ class ClassToken : public TokenLayer {
 class PositionEmbedding : public TokenLayer {
  public:
   PositionEmbedding(std::string name, int tokens, int dim);
+  LayerDescription describe() const override { return {LayerDescription::Kind::PositionEmbedding}; }
   Shape configure(const Shape& in) override;
   void declare(ParameterSet& params) override;
   double forward_macs() const override { return double(tokens_) * dim_; }
@@ -70,6 +73,7 @@ class PositionEmbedding : public TokenLayer {
 class SelectToken : public TokenLayer {
  public:
   SelectToken(std::string name, int index);
+  LayerDescription describe() const override { return {.kind = LayerDescription::Kind::SelectToken, .index = index_}; }
   Shape configure(const Shape& in) override;
   void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
   void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
