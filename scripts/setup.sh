@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git bc tmux
-  zlib1g-dev libpng-dev
+  zlib1g-dev libpng-dev libcli11-dev nlohmann-json3-dev   # gzip, PNG, the command line, JSON
   libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev         # libFuzzer targets for the file parsers (scripts/fuzz.sh)
