@@ -169,34 +169,35 @@ TEST(Safetensors, CorruptHeaderLength) {
   expect_error(make_file("{} ", 0, 1), "too small");
 }
 
+// The syntax errors are nlohmann-json's own words; the rest are the safetensors subset's.
 TEST(Safetensors, CorruptJson) {
   const std::pair<const char*, const char*> cases[] = {
-      {"{\"a\":", "unexpected end"},
-      {"{   ", "expected a string key"},
+      {"{\"a\":", "unexpected end of input"},
+      {"{   ", "parsing object key - unexpected end of input; expected string literal"},
       {"{\"a\"", "expected ':'"},
-      {"{\"a\":}", "unexpected character '}'"},
-      {"{\"a\":{},}", "expected a string key"},
+      {"{\"a\":}", "unexpected '}'"},
+      {"{\"a\":{},}", "expected string literal"},
       {"{\"a\" {}}", "expected ':'"},
-      {"{} x", "unexpected data after"},
-      {"{}{}", "unexpected data after"},
+      {"{} x", "invalid literal; expected end of input"},
+      {"{}{}", "expected end of input"},
       {"[]", "not an object"},
       {"\"s\"", "not an object"},
       {"{\"t\":{\"dtype\":\"U8\",\"shape\":[1.5],\"data_offsets\":[0,1]}}", "must be integers"},
       {"{\"t\":{\"dtype\":\"U8\",\"shape\":[1e3],\"data_offsets\":[0,1]}}", "must be integers"},
-      {"{\"t\":{\"dtype\":\"U8\",\"shape\":[01],\"data_offsets\":[0,1]}}", "leading zero"},
+      {"{\"t\":{\"dtype\":\"U8\",\"shape\":[01],\"data_offsets\":[0,1]}}", "unexpected number literal"},
       {"{\"t\":{\"dtype\":\"U8\",\"shape\":[99999999999999999999],\"data_offsets\":[0,1]}}", "out of range"},
       {"{\"t\":null}", "true, false and null"},
-      {"{\"t\":\"abc}", "unterminated string"},
-      {"{\"t\":\"a\\qb\"}", "unknown escape"},
-      {"{\"t\":\"\\u12\"}", "bad hex digit"},
-      {"{\"t\":\"\\udc00\"}", "lone low surrogate"},
-      {"{\"t\":\"\\ud800x\"}", "high surrogate"},
+      {"{\"t\":\"abc}", "missing closing quote"},
+      {"{\"t\":\"a\\qb\"}", "forbidden character after backslash"},
+      {"{\"t\":\"\\u12\"}", "'\\u' must be followed by 4 hex digits"},
+      {"{\"t\":\"\\udc00\"}", "surrogate U+DC00..U+DFFF must follow U+D800..U+DBFF"},
+      {"{\"t\":\"\\ud800x\"}", "surrogate U+D800..U+DBFF must be followed by U+DC00..U+DFFF"},
       {"{\"t\":\"a\tb\"}", "control character"},
-      {"{\"t\":\"\xff\"}", "invalid UTF-8"},
-      {"{\"t\":\"\xc0\x80\"}", "invalid UTF-8"},
-      {"{\"t\":\"\xed\xa0\x80\"}", "invalid UTF-8"},
+      {"{\"t\":\"\xff\"}", "ill-formed UTF-8 byte"},
+      {"{\"t\":\"\xc0\x80\"}", "ill-formed UTF-8 byte"},
+      {"{\"t\":\"\xed\xa0\x80\"}", "ill-formed UTF-8 byte"},
       {"{\"a\":1,\"a\":2}", "duplicate key"},
-      {"{\"t\":-}", "expected a digit"},
+      {"{\"t\":-}", "expected digit after '-'"},
   };
   for (const auto& [header, what] : cases) {
     SCOPED_TRACE(header);

@@ -31,4 +31,24 @@ expect_error "threads 0" "--threads" "$RINGTRAIN" train --data "$WORK/good" --th
 expect_error "bad allreduce" "allreduce" "$RINGTRAIN" train --data "$WORK/good" --allreduce tree
 expect_error "negative timeout" "--timeout" "$RINGTRAIN" train --data "$WORK/good" --timeout -5
 expect_error "bad progress" "--progress" "$RINGTRAIN" train --data "$WORK/good" --progress fancy
+
+# Option parsing (CLI11) names the option however it is wrong: unknown, missing value, a value for a flag,
+# a stray positional, out of range (also where the value would wrap around when narrowed to int).
+"$RINGTRAIN" train --data="$WORK/good" --epochs=1 --max-steps=2 --batch-size=10 --log-every=0 --quiet > "$WORK/eq.log" 2>&1 &&
+  grep -q "^trained 2 steps" "$WORK/eq.log" && pass || { fail "--name=VALUE options"; cat "$WORK/eq.log"; }
+expect_error "unknown option of a data subcommand" "--bogus" "$RINGTRAIN" data show "$WORK/good/train-images-idx3-ubyte" --bogus
+expect_error "unknown short option" "-x" "$RINGTRAIN" eval -x
+expect_error "missing value, --name= form" "--epochs" "$RINGTRAIN" train --data "$WORK/good" --epochs=
+expect_error "missing value at the end" "--out" "$RINGTRAIN" data show "$WORK/good/train-images-idx3-ubyte" --out
+expect_error "flag given a value" "quiet" "$RINGTRAIN" train --data "$WORK/good" --quiet=yes
+expect_error "unexpected positional" "'stray'" "$RINGTRAIN" train --data "$WORK/good" stray
+expect_error "epochs past int" "--epochs" "$RINGTRAIN" train --data "$WORK/good" --epochs 4294967297
+expect_error "batch size past int" "--batch-size" "$RINGTRAIN" train --data "$WORK/good" --batch-size 4294967297
+expect_error "threads 0 (--name=VALUE)" "--threads" "$RINGTRAIN" train --data "$WORK/good" --threads=0
+expect_error "seed negative" "--seed" "$RINGTRAIN" train --data "$WORK/good" --seed -1
+expect_error "eval batch size past int" "--batch-size" "$RINGTRAIN" eval --checkpoint "$WORK/x.st" --batch-size 4294967297
+expect_error "show zoom past int" "--zoom" "$RINGTRAIN" data show "$WORK/good/train-images-idx3-ubyte" --zoom 4294967297
+expect_error "expand rotation" "--rotation" "$RINGTRAIN" data expand --source "$WORK/good" --rotation 1e300 --out "$WORK/ex"
+expect_error "expand translation" "--translation" "$RINGTRAIN" data expand --source "$WORK/good" --translation 40 --out "$WORK/ex"
+expect_error "bench batch size" "--batch-size" "$RINGTRAIN" bench --data "$WORK/good" --batch-size 0
 finish

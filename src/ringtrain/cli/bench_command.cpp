@@ -119,12 +119,9 @@ int bench_command(int argc, char** argv, int first) {
   // layer's, backward-weight); the bad name is refused here too.
   const double flop_per_sample = nn::make_model(model_name)->train_flops_per_sample();
   const bool lenet = model_name == "lenet5";
-  const int64_t steps = opt.integer("steps");
-  const int64_t ref_steps = opt.str("ref-steps") == "auto" ? (lenet ? 20 : 2) : opt.integer("ref-steps");
-  const int batch = int(opt.integer("batch-size"));
-  check(steps >= 10 && steps <= 100000, "--steps must be between 10 and 100000");
-  check(ref_steps >= 0 && ref_steps <= 100000, "--ref-steps must be between 0 and 100000");
-  check(batch >= 1 && batch <= 65536, "--batch-size must be between 1 and 65536");
+  const int64_t steps = opt.integer("steps", 10, 100000);
+  const int64_t ref_steps = opt.str("ref-steps") == "auto" ? (lenet ? 20 : 2) : opt.integer("ref-steps", 0, 100000);
+  const int batch = int(opt.integer("batch-size", 1, 65536));
   const std::string dir = opt.str("data");
   data::load_split(dir, "t10k");  // fails early, naming what is missing
   check(!data::find_idx_file(dir, "train", "images").empty(),

@@ -1,5 +1,6 @@
 // `ringtrain data <subcommand>`: dataset tools. A table of subcommands, each a function taking argv
 // from its own first argument, so new ones (expand, show) are one entry and one function each.
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -63,23 +64,19 @@ int expand_command(int argc, char** argv, int first) {
   opts.add("translation", "1", "largest translation, pixels");
   if (!opts.parse(argc, argv, first)) return 0;
   data::ExpandOptions o;
-  o.count = opts.integer("count");
-  check(o.count > 0 && o.count <= 100000000, "--count must be between 1 and 100000000, got " + opts.str("count"));
-  check(opts.integer("seed") >= 0, "--seed must be >= 0");
-  o.seed = uint64_t(opts.integer("seed"));
-  o.threads = int(opts.integer("threads"));
-  check(o.threads >= 0 && o.threads <= 256, "--threads must be between 0 and 256");
+  o.count = opts.integer("count", 1, 100000000);
+  o.seed = uint64_t(opts.integer("seed", 0, INT64_MAX));
+  o.threads = int(opts.integer("threads", 0, 256));
   o.deform.sigma = float(opts.number("sigma"));
-  o.deform.alpha = float(opts.number("alpha"));
-  o.deform.max_rotation_deg = float(opts.number("rotation"));
-  o.deform.max_scale = float(opts.number("scale"));
-  o.deform.max_shear = float(opts.number("shear"));
-  o.deform.max_translation = float(opts.number("translation"));
   check(o.deform.sigma > 0 && o.deform.sigma <= 20, "--sigma must be in (0, 20]");
-  check(o.deform.alpha >= 0 && o.deform.alpha <= 200, "--alpha must be in [0, 200]");
+  o.deform.alpha = float(opts.number("alpha", 0, 200));
+  // Beyond these a deformation says nothing more: 180 degrees either way is every rotation, a shear of 1
+  // is 45 degrees, and a digit moved by its image's 28 pixels is gone from it.
+  o.deform.max_rotation_deg = float(opts.number("rotation", 0, 180));
+  o.deform.max_scale = float(opts.number("scale"));
   check(o.deform.max_scale >= 0 && o.deform.max_scale < 0.5, "--scale must be in [0, 0.5)");
-  check(o.deform.max_rotation_deg >= 0 && o.deform.max_shear >= 0 && o.deform.max_translation >= 0,
-        "--rotation, --shear and --translation must be >= 0");
+  o.deform.max_shear = float(opts.number("shear", 0, 1));
+  o.deform.max_translation = float(opts.number("translation", 0, 28));
 
   data::Dataset source = data::load_dataset(opts.str("source"));
   const std::string out = opts.str("out");
@@ -173,9 +170,7 @@ int show_command(int argc, char** argv, int first) {
     if (!split.labels.empty()) caption += " label " + std::to_string(split.labels[i]);
     cells.push_back({i, caption});
   }
-  const int columns = int(opts.integer("columns")), zoom = int(opts.integer("zoom"));
-  check(columns >= 1 && columns <= 100, "--columns must be between 1 and 100");
-  check(zoom >= 1 && zoom <= 32, "--zoom must be between 1 and 32");
+  const int columns = int(opts.integer("columns", 1, 100)), zoom = int(opts.integer("zoom", 1, 32));
   data::render_grid(split, cells, columns, zoom).write_png(opts.str("out"));
   std::printf("wrote %s (%zu samples)\n", opts.str("out").c_str(), cells.size());
   return 0;

@@ -32,17 +32,14 @@ int eval_command(int argc, char** argv, int first) {
   opt.add("count", "32", "how many mistakes --misclassified draws");
   if (!opt.parse(argc, argv, first)) return 0;
   check(!opt.str("checkpoint").empty(), "eval needs --checkpoint PATH");
-  const int batch = opt.str("batch-size") == "auto" ? 0 : int(opt.integer("batch-size"));
-  check(opt.str("batch-size") == "auto" || (batch > 0 && batch <= 65536),
-        "--batch-size must be auto or between 1 and 65536, got " + opt.str("batch-size"));
+  const int batch = opt.str("batch-size") == "auto" ? 0 : int(opt.integer("batch-size", 1, 65536));
   const ops::IsaLevel isa = opt.str("isa") == "auto" ? ops::default_isa() : ops::parse_isa(opt.str("isa"));
   const ops::KernelTable& kernels = ops::kernels_for(isa);
 
   auto model = load_checkpoint_model(opt.str("checkpoint"), opt.str("model"));
   data::Split test = data::load_split(data::resolve_dataset_dir(opt.str("data")), "t10k");
   dist::LocalCommunicator comm;
-  const int64_t count = opt.integer("count");
-  check(count >= 1 && count <= 10000, "--count must be between 1 and 10000, got " + opt.str("count"));
+  const int64_t count = opt.integer("count", 1, 10000);
   const bool keep = !opt.str("predictions").empty() || !opt.str("misclassified").empty();
   train::EvalResult r = train::evaluate(*model, kernels, test, comm, batch, keep);
 

@@ -6,12 +6,13 @@
 #include <string>
 
 #include "ringtrain/cli/commands.h"
+#include "ringtrain/cli/version.h"
 #include "ringtrain/core/error.h"
 
 namespace {
 
 const char* kUsage =
-    "usage: ringtrain <command> [options]\n\n"
+    "usage: ringtrain <command> [options]  |  ringtrain --version (the build, this CPU's kernels, MPI)\n\n"
     "commands:\n"
     "  train     train a model of the zoo: lenet5, resnet18, mobilenet_v2, vit (one process, or many under mpirun / --nproc)\n"
     "  eval      loss, accuracy and confusion matrix of a checkpoint on a dataset's test split\n"
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   }
   std::string command = argv[1];
   try {
+    if (command == "--version") return std::fputs(ringtrain::cli::version_report().c_str(), stdout) < 0;
     if (command == "train") return ringtrain::cli::train_command(argc, argv, 2);
     if (command == "eval") return ringtrain::cli::eval_command(argc, argv, 2);
     if (command == "export") return ringtrain::cli::export_command(argc, argv, 2);

@@ -1,5 +1,6 @@
 // `ringtrain train`: trains a model of the zoo (--model) on a dataset and prints the test accuracy.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -120,19 +121,16 @@ int supervise_restarts(int nproc, int max_restarts, int argc, char** argv, int f
 int train_command(int argc, char** argv, int first) {
   Options opt = train_options();
   if (!opt.parse(argc, argv, first)) return 0;
-  const int64_t tp = opt.integer("tp");
-  check(tp >= 1 && tp <= 4096, "--tp must be between 1 and 4096, got " + opt.str("tp"));
+  const int64_t tp = opt.integer("tp", 1, 4096);
   const std::string model_name = opt.str("model");
   nn::make_model(model_name);  // a bad name is refused here, before anything is launched or read
   check(tp == 1 || model_name == "lenet5",
         "--tp: tensor parallelism splits only lenet5's fully connected layers so far (--model " + model_name + ")");
   // --nproc N outside mpirun: become `mpirun -np N ringtrain train ...`, or with --max-restarts
   // supervise it, relaunching from the newest checkpoint when a rank dies.
-  const int64_t max_restarts = opt.integer("max-restarts");
-  check(max_restarts >= 0 && max_restarts <= 1000, "--max-restarts must be between 0 and 1000, got " + opt.str("max-restarts"));
+  const int64_t max_restarts = opt.integer("max-restarts", 0, 1000);
   if (opt.given("nproc") && !dist::launched_by_mpi()) {
-    const int64_t nproc = opt.integer("nproc");
-    check(nproc >= 1 && nproc <= 4096, "--nproc must be between 1 and 4096, got " + opt.str("nproc"));
+    const int64_t nproc = opt.integer("nproc", 1, 4096);
     dist::check_tp(int(nproc), int(tp));  // before launching anything
     if (max_restarts == 0) dist::exec_under_mpirun(int(nproc), argc, argv, first);
     check(!opt.str("checkpoint-dir").empty(),
@@ -142,16 +140,17 @@ int train_command(int argc, char** argv, int first) {
   check(max_restarts == 0, "--max-restarts needs --nproc: ringtrain can only restart ranks it launched itself");
 
   train::TrainConfig config;
-  config.epochs = int(opt.integer("epochs"));
-  config.batch_size = int(opt.integer("batch-size"));
+  // Ranges are checked before a value is narrowed to int (--epochs 4294967297 is not 1 epoch).
+  config.epochs = int(opt.integer("epochs", 1, 1000000));
+  config.batch_size = int(opt.integer("batch-size", 1, 65536));
   config.lr = opt.number("lr");
   config.optimizer = opt.str("optimizer");
   config.momentum = opt.number("momentum");
   config.weight_decay = opt.number("weight-decay");
-  config.seed = uint64_t(opt.integer("seed"));
-  config.log_every = int(opt.integer("log-every"));
-  config.max_steps = opt.integer("max-steps");
-  config.workers = opt.str("workers") == "auto" ? (cores_this_process_may_use() > 1 ? 1 : 0) : int(opt.integer("workers"));
+  config.seed = uint64_t(opt.integer("seed", 0, INT64_MAX));
+  config.log_every = int(opt.integer("log-every", 0, INT32_MAX));
+  config.max_steps = opt.integer("max-steps", 0, INT64_MAX);
+  config.workers = opt.str("workers") == "auto" ? (cores_this_process_may_use() > 1 ? 1 : 0) : int(opt.integer("workers", 0, 64));
   config.metrics_path = opt.str("metrics");
   config.quiet = opt.flag("quiet");
   const std::string progress = opt.str("progress");
@@ -160,49 +159,36 @@ int train_command(int argc, char** argv, int first) {
   // Open MPI hands its ranks a pseudo-terminal whatever mpirun's own output is, so under mpirun a bar
   // is drawn only when asked for.
   config.terminal = progress == "bar" || (progress == "auto" && train::stdout_is_terminal() && !dist::launched_by_mpi());
-  config.prefetch = int(opt.integer("prefetch"));
-  config.augment_shift = int(opt.integer("augment-shift"));
+  config.prefetch = int(opt.integer("prefetch", 1, 1024));
+  config.augment_shift = int(opt.integer("augment-shift", 0, INT32_MAX));  // the loader holds it to the image size
   config.lr_schedule = opt.str("lr-schedule");
   config.lr_decay_epochs = opt.number("lr-decay-epochs");
   config.lr_min_factor = opt.number("lr-min-factor");
   config.ema = opt.number("ema");
   config.label_smoothing = opt.number("label-smoothing");
   // Nonsense options are refused before any work starts.
-  check(config.epochs > 0, "--epochs must be at least 1, got " + opt.str("epochs"));
-  check(config.batch_size > 0 && config.batch_size <= 65536,
-        "--batch-size must be between 1 and 65536, got " + opt.str("batch-size"));
   check(config.lr > 0, "--lr must be positive, got " + opt.str("lr"));
   check(config.optimizer == "adam" || config.optimizer == "sgd",
         "--optimizer must be adam or sgd, got '" + config.optimizer + "'");
   check(config.momentum >= 0 && config.momentum < 1, "--momentum must be in [0, 1), got " + opt.str("momentum"));
   check(config.weight_decay >= 0, "--weight-decay must be >= 0, got " + opt.str("weight-decay"));
-  check(opt.integer("seed") >= 0, "--seed must be >= 0");
-  check(config.log_every >= 0, "--log-every must be >= 0");
-  check(config.max_steps >= 0, "--max-steps must be >= 0");
-  check(config.workers >= 0 && config.workers <= 64, "--workers must be between 0 and 64, got " + opt.str("workers"));
-  check(config.prefetch >= 1 && config.prefetch <= 1024, "--prefetch must be between 1 and 1024, got " + opt.str("prefetch"));
   train::check_recipe(config);
   const ops::IsaLevel isa = opt.str("isa") == "auto" ? ops::default_isa() : ops::parse_isa(opt.str("isa"));
   const ops::Precision precision = ops::parse_precision(opt.str("precision"));
   const ops::KernelTable& kernels = ops::kernels_for(isa, precision);
   config.precision = ops::precision_name(precision);
   config.grad_comm = dist::grad_comm_name(dist::parse_grad_comm(opt.str("grad-comm")));
-  const int64_t threads = opt.integer("threads");
-  check(threads >= 1 && threads <= 256, "--threads must be between 1 and 256, got " + opt.str("threads"));
+  const int64_t threads = opt.integer("threads", 1, 256);
   check(tp == 1 || threads == 1, "--threads: the tensor-parallel layers run whole batches; use --threads 1 with --tp " +
                                      opt.str("tp"));
-  const int64_t bucket_kb = opt.integer("bucket-kb");
-  check(bucket_kb >= 1 && bucket_kb <= (1 << 20), "--bucket-kb must be between 1 and 1048576, got " + opt.str("bucket-kb"));
+  const int64_t bucket_kb = opt.integer("bucket-kb", 1, 1 << 20);
   config.reducer.bucket_bytes = std::size_t(bucket_kb) << 10;
   config.reducer.overlap = !opt.flag("no-overlap");
   config.drop_last = opt.flag("drop-last");
   config.checkpoint_dir = opt.str("checkpoint-dir");
-  config.checkpoint_every = opt.integer("checkpoint-every");
-  config.keep_checkpoints = int(opt.integer("keep-checkpoints"));
+  config.checkpoint_every = opt.integer("checkpoint-every", 0, INT64_MAX);
+  config.keep_checkpoints = int(opt.integer("keep-checkpoints", 1, 1000000));
   config.resume = opt.flag("resume");
-  check(config.checkpoint_every >= 0, "--checkpoint-every must be >= 0, got " + opt.str("checkpoint-every"));
-  check(config.keep_checkpoints >= 1 && config.keep_checkpoints <= 1000000,
-        "--keep-checkpoints must be at least 1, got " + opt.str("keep-checkpoints"));
   check(!config.resume || !config.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
   check(config.checkpoint_every == 0 || !config.checkpoint_dir.empty(), "--checkpoint-every needs --checkpoint-dir");
   dist::MpiOptions mpi_options;

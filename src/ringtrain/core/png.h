@@ -1,5 +1,5 @@
-// A minimal PNG encoder (8-bit grayscale or RGB, zlib-compressed), for image grids and plots that a
-// person can open. No dependency beyond zlib.
+// Images a person can open: an RGB canvas with the few drawing operations the grids and plots need
+// (image.cpp, with its bitmap font), encoded as PNG by libpng (png.cpp).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
-#include <regex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "ringtrain/core/error.h"
@@ -106,12 +106,10 @@ std::vector<std::pair<int, int64_t>> interleaved_order(const ClassCounts& m) {
 std::string mnist_package_version(const std::string& package_dir) {
   std::ifstream f(package_dir + "/package.json");
   if (!f) return "";
-  std::stringstream text;
-  text << f.rdbuf();
-  std::smatch m;
-  std::string s = text.str();
-  static const std::regex version_re("\"version\"\\s*:\\s*\"([^\"]*)\"");
-  return std::regex_search(s, m, version_re) ? m[1].str() : "";
+  const nlohmann::json package = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  return package.is_object() && package.contains("version") && package["version"].is_string()
+             ? package["version"].get<std::string>()
+             : "";
 }
 
 std::string ensure_mnist_package(const std::string& download_dir, std::ostream& log) {

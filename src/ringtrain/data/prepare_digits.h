@@ -53,7 +53,7 @@ std::vector<std::pair<int, int64_t>> interleaved_order(const ClassCounts& m);
 // download fails or the package lacks the class files.
 std::string ensure_mnist_package(const std::string& download_dir, std::ostream& log);
 
-// "1.1.0", read from package_dir/package.json ("" if it cannot be read).
+// "1.1.0", read from package_dir/package.json with nlohmann-json ("" if it cannot be read).
 std::string mnist_package_version(const std::string& package_dir);
 
 // Converts the package's ten class files into the four IDX files in out_dir (created if needed).

@@ -1,116 +1,41 @@
+// Metrics lines are written here (numbers formatted as ringtrain always has) and read back with
+// nlohmann-json (Debian's nlohmann-json3-dev), which also escapes the strings written.
 #include "ringtrain/train/metrics.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "ringtrain/core/error.h"
+#include "ringtrain/core/json_error.h"
 
 namespace ringtrain::train {
 
 namespace {
 
+// A JSON string literal: nlohmann's escaping (bytes that are not UTF-8 become U+FFFD, never an error).
 std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if ((unsigned char)c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-// A parser for one flat JSON object: {"key": number | "string" | true | false | null, ...}.
-class LineParser {
- public:
-  LineParser(const std::string& text, const std::string& where) : s_(text), where_(where) {}
-  MetricsRow parse() {
-    MetricsRow row;
-    skip_space();
-    expect('{');
-    skip_space();
-    if (peek() == '}') return ++pos_, finish(row);
-    for (;;) {
-      skip_space();
-      std::string key = parse_string();
-      skip_space();
-      expect(':');
-      skip_space();
-      if (peek() == '"') {
-        row.strings[key] = parse_string();
-      } else if (s_.compare(pos_, 4, "true") == 0) {
-        row.numbers[key] = 1, pos_ += 4;
-      } else if (s_.compare(pos_, 5, "false") == 0) {
-        row.numbers[key] = 0, pos_ += 5;
-      } else if (s_.compare(pos_, 4, "null") == 0) {
-        pos_ += 4;
-      } else {
-        const char* begin = s_.c_str() + pos_;
-        char* end = nullptr;
-        double v = std::strtod(begin, &end);
-        if (end == begin) fail("expected a value for \"" + key + "\"");
-        pos_ += std::size_t(end - begin);
-        row.numbers[key] = v;
-      }
-      skip_space();
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      expect('}');
-      return finish(row);
-    }
+// One line as a flat object: numbers (true/false as 1/0), strings; null (a non-finite number) is left out.
+MetricsRow parse_line(const std::string& line, const std::string& where) {
+  nlohmann::json object;
+  try {
+    object = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(where + ": not a metrics line (" + json_error_text(e) + ")");
   }
-
- private:
-  MetricsRow finish(MetricsRow& row) {
-    skip_space();
-    if (pos_ != s_.size()) fail("text after the object");
-    return row;
+  check(object.is_object(), where + ": not a metrics line (not a JSON object)");
+  MetricsRow row;
+  for (const auto& [key, value] : object.items()) {
+    if (value.is_boolean()) row.numbers[key] = value.get<bool>() ? 1.0 : 0.0;
+    else if (value.is_number()) row.numbers[key] = value.get<double>();
+    else if (value.is_string()) row.strings[key] = value.get<std::string>();
+    else check(value.is_null(), where + ": not a metrics line (\"" + key + "\" holds " + value.type_name() + ")");
   }
-  char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
-  void skip_space() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\r')) ++pos_;
-  }
-  void expect(char c) {
-    if (peek() != c) fail(std::string("expected '") + c + "'");
-    ++pos_;
-  }
-  std::string parse_string() {
-    expect('"');
-    std::string out;
-    while (pos_ < s_.size() && s_[pos_] != '"') {
-      char c = s_[pos_++];
-      if (c == '\\') {
-        if (pos_ >= s_.size()) break;
-        char e = s_[pos_++];
-        out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
-        if (e == 'u') pos_ += 4, out.back() = '?';
-      } else {
-        out += c;
-      }
-    }
-    expect('"');
-    return out;
-  }
-  [[noreturn]] void fail(const std::string& what) {
-    throw Error(where_ + ": not a metrics line (" + what + " at column " + std::to_string(pos_ + 1) + ")");
-  }
-  const std::string& s_;
-  std::string where_;
-  std::size_t pos_ = 0;
-};
+  return row;
+}
 
 }  // namespace
 
@@ -166,7 +91,7 @@ std::vector<MetricsRow> read_metrics(const std::string& path) {
   while (std::getline(in, line)) {
     ++number;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    rows.push_back(LineParser(line, path + ":" + std::to_string(number)).parse());
+    rows.push_back(parse_line(line, path + ":" + std::to_string(number)));
   }
   check(!rows.empty(), path + ": no metrics in the file");
   return rows;

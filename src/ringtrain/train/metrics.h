@@ -1,6 +1,6 @@
 // Metrics as JSON lines: one flat object a log step (numbers and strings only), written by rank 0 and
-// flushed line by line so a crashed run keeps everything up to its last log step. The reader parses
-// the same subset back, for `ringtrain plot`.
+// flushed line by line so a crashed run keeps everything up to its last log step. The reader (for
+// `ringtrain plot`) takes any line that is a flat JSON object.
 #pragma once
 #include <cstdio>
 #include <map>

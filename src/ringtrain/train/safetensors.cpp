@@ -1,5 +1,7 @@
-// safetensors reading and writing, with a small strict JSON parser for the header's subset of JSON
-// (objects, arrays, strings, integers). Every error is one line: "<file>: <what is wrong>".
+// safetensors reading and writing. The JSON header is parsed and written by nlohmann-json (Debian's
+// nlohmann-json3-dev); this file holds it to the subset a safetensors header uses and checks the layout
+// (dtypes, shapes, offsets tiling the buffer), which no Debian library knows. Every error is one line:
+// "<file>: <what is wrong>".
 #include "ringtrain/train/safetensors.h"
 
 #include <fcntl.h>
@@ -9,11 +11,14 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "ringtrain/core/error.h"
+#include "ringtrain/core/json_error.h"
 
 namespace ringtrain::train {
 
@@ -21,300 +26,70 @@ static_assert(std::endian::native == std::endian::little, "safetensors I/O assum
 
 namespace {
 
+using nlohmann::json;
+
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // as the reference implementation: 100 MB
 constexpr int kMaxJsonDepth = 32;
 
-// ---------------------------------------------------------------------------------------------------------
-// JSON (RFC 8259) restricted to what a safetensors header holds: no floats, true, false or null.
-
-struct Json {
-  enum class Kind { Object, Array, String, Integer };
-  Kind kind = Kind::Object;
-  std::string str;                 // String
-  int64_t num = 0;                 // Integer
-  std::vector<std::string> keys;   // Object keys, in order; values[i] belongs to keys[i]
-  std::vector<Json> values;        // Object values or Array items
-};
-
-const char* kind_name(Json::Kind k) {
-  switch (k) {
-    case Json::Kind::Object: return "an object";
-    case Json::Kind::Array: return "an array";
-    case Json::Kind::String: return "a string";
-    case Json::Kind::Integer: return "an integer";
+// The header's JSON, refused unless it keeps to what a safetensors header holds: objects, arrays,
+// strings and integers that fit int64_t (no floats, true, false or null), no key twice in an object
+// (nlohmann would keep the last silently), nested at most kMaxJsonDepth deep. nlohmann checks the
+// syntax, escapes and UTF-8; the callback below sees every value as it is parsed.
+json parse_header_json(const char* text, std::size_t size, const std::string& file) {
+  const std::string where = file + ": bad JSON header: ";
+  std::vector<std::set<std::string>> keys_seen;  // a set an open object: a 100 MB header must not be quadratic
+  auto keep_to_subset = [&](int depth, json::parse_event_t event, json& value) {
+    if (depth > kMaxJsonDepth) throw Error(where + "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    switch (event) {
+      case json::parse_event_t::object_start: keys_seen.emplace_back(); break;
+      case json::parse_event_t::object_end: keys_seen.pop_back(); break;
+      case json::parse_event_t::key: {
+        const std::string& key = value.get_ref<const std::string&>();
+        if (!keys_seen.back().insert(key).second) throw Error(where + "duplicate key \"" + key + "\"");
+        break;
+      }
+      case json::parse_event_t::value:
+        if (value.is_boolean() || value.is_null())
+          throw Error(where + "true, false and null have no place in a safetensors header");
+        if (value.is_number_float()) {  // nlohmann reads an integer beyond 64 bits as a float
+          const double v = value.get<double>();
+          throw Error(where + (std::floor(v) == v && std::fabs(v) >= 0x1p63 ? "integer out of range"
+                                                                               : "numbers in a safetensors header must be integers"));
+        }
+        if (value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+          throw Error(where + "integer out of range");
+        break;
+      default: break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, text + size, keep_to_subset);
+  } catch (const json::parse_error& e) {  // offsets in the file: the header starts after the 8-byte length
+    throw Error(file + ": bad JSON header at byte " + std::to_string(8 + (e.byte > 0 ? e.byte - 1 : 0)) + ": " +
+                json_error_text(e));
+  } catch (const json::exception& e) {
+    throw Error(where + json_error_text(e));
   }
-  return "?";
 }
 
-class JsonParser {
- public:
-  JsonParser(const char* text, std::size_t size, const std::string& file) : p_(text), n_(size), file_(file) {}
+// What the subset's values are called in errors.
+const char* kind_name(const json& v) {
+  if (v.is_object()) return "an object";
+  if (v.is_array()) return "an array";
+  if (v.is_string()) return "a string";
+  return "an integer";
+}
 
-  Json parse_document() {
-    skip_ws();
-    Json v = parse_value(0);
-    skip_ws();
-    if (pos_ != n_) fail("unexpected data after the top-level value");
-    return v;
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& what) const {
-    // Offsets are given in the file (the header starts after the 8-byte length).
-    throw Error(file_ + ": bad JSON header at byte " + std::to_string(8 + pos_) + ": " + what);
-  }
-
-  void skip_ws() {
-    while (pos_ < n_ && (p_[pos_] == ' ' || p_[pos_] == '\t' || p_[pos_] == '\n' || p_[pos_] == '\r')) ++pos_;
-  }
-
-  bool consume(char c) {
-    if (pos_ < n_ && p_[pos_] == c) {
-      ++pos_;
-      return true;
-    }
+// Whether s is well-formed UTF-8 (JSON text must be, so the writer refuses what the reader would):
+// nlohmann's dump() checks it.
+bool valid_utf8(const std::string& s) {
+  try {
+    (void)json(s).dump();
+    return true;
+  } catch (const json::type_error&) {
     return false;
   }
-
-  void expect(char c, const char* context) {
-    if (!consume(c)) fail(std::string("expected '") + c + "' " + context);
-  }
-
-  Json parse_value(int depth) {
-    if (depth > kMaxJsonDepth) fail("nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-    if (pos_ >= n_) fail("unexpected end of header");
-    char c = p_[pos_];
-    if (c == '{') return parse_object(depth);
-    if (c == '[') return parse_array(depth);
-    if (c == '"') {
-      Json v;
-      v.kind = Json::Kind::String;
-      v.str = parse_string();
-      return v;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) return parse_integer();
-    if (c == 't' || c == 'f' || c == 'n') fail("true, false and null have no place in a safetensors header");
-    fail(std::string("unexpected character ") + describe(c));
-  }
-
-  static std::string describe(char c) {
-    unsigned char u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f) return std::string("'") + c + "'";
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "0x%02x", u);
-    return buf;
-  }
-
-  Json parse_object(int depth) {
-    Json v;
-    v.kind = Json::Kind::Object;
-    expect('{', "to open an object");
-    skip_ws();
-    if (consume('}')) return v;
-    std::set<std::string> seen;  // a set, not a scan of keys: a 100 MB header must not take quadratic time
-    for (;;) {
-      skip_ws();
-      if (pos_ >= n_ || p_[pos_] != '"') fail("expected a string key in an object");
-      std::string key = parse_string();
-      if (!seen.insert(key).second) fail("duplicate key \"" + key + "\"");
-      skip_ws();
-      expect(':', "after an object key");
-      skip_ws();
-      v.values.push_back(parse_value(depth + 1));
-      v.keys.push_back(std::move(key));
-      skip_ws();
-      if (consume('}')) return v;
-      expect(',', "or '}' in an object");
-    }
-  }
-
-  Json parse_array(int depth) {
-    Json v;
-    v.kind = Json::Kind::Array;
-    expect('[', "to open an array");
-    skip_ws();
-    if (consume(']')) return v;
-    for (;;) {
-      skip_ws();
-      v.values.push_back(parse_value(depth + 1));
-      skip_ws();
-      if (consume(']')) return v;
-      expect(',', "or ']' in an array");
-    }
-  }
-
-  unsigned hex4() {
-    if (n_ - pos_ < 4) fail("truncated \\u escape");
-    unsigned v = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = p_[pos_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9') v |= unsigned(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= unsigned(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= unsigned(c - 'A' + 10);
-      else fail("bad hex digit in \\u escape");
-    }
-    return v;
-  }
-
-  static void append_utf8(std::string& out, unsigned cp) {
-    if (cp < 0x80) {
-      out += char(cp);
-    } else if (cp < 0x800) {
-      out += char(0xC0 | (cp >> 6));
-      out += char(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += char(0xE0 | (cp >> 12));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    } else {
-      out += char(0xF0 | (cp >> 18));
-      out += char(0x80 | ((cp >> 12) & 0x3F));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    }
-  }
-
-  // Copies one well-formed UTF-8 sequence starting at pos_ (first byte >= 0x80) into out.
-  void copy_utf8(std::string& out) {
-    auto byte = [&](std::size_t i) { return static_cast<unsigned char>(p_[i]); };
-    unsigned char b0 = byte(pos_);
-    int len;
-    unsigned cp, min;
-    if (b0 >= 0xC2 && b0 <= 0xDF) len = 2, cp = b0 & 0x1F, min = 0x80;
-    else if (b0 >= 0xE0 && b0 <= 0xEF) len = 3, cp = b0 & 0x0F, min = 0x800;
-    else if (b0 >= 0xF0 && b0 <= 0xF4) len = 4, cp = b0 & 0x07, min = 0x10000;
-    else fail("invalid UTF-8 in a string");
-    if (n_ - pos_ < std::size_t(len)) fail("truncated UTF-8 sequence in a string");
-    for (int i = 1; i < len; ++i) {
-      unsigned char b = byte(pos_ + i);
-      if ((b & 0xC0) != 0x80) fail("invalid UTF-8 in a string");
-      cp = (cp << 6) | (b & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) fail("invalid UTF-8 in a string");
-    out.append(p_ + pos_, std::size_t(len));
-    pos_ += std::size_t(len);
-  }
-
-  std::string parse_string() {
-    expect('"', "to open a string");
-    std::string out;
-    for (;;) {
-      if (pos_ >= n_) fail("unterminated string");
-      unsigned char c = static_cast<unsigned char>(p_[pos_]);
-      if (c == '"') {
-        ++pos_;
-        return out;
-      }
-      if (c < 0x20) fail("control character in a string");
-      if (c >= 0x80) {
-        copy_utf8(out);
-        continue;
-      }
-      ++pos_;
-      if (c != '\\') {
-        out += char(c);
-        continue;
-      }
-      if (pos_ >= n_) fail("unterminated escape");
-      char e = p_[pos_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          unsigned cp = hex4();
-          if (cp >= 0xDC00 && cp <= 0xDFFF) fail("lone low surrogate in \\u escape");
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (!(consume('\\') && consume('u'))) fail("high surrogate not followed by a low one");
-            unsigned lo = hex4();
-            if (lo < 0xDC00 || lo > 0xDFFF) fail("high surrogate not followed by a low one");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          }
-          append_utf8(out, cp);
-          break;
-        }
-        default: fail(std::string("unknown escape \\") + describe(e));
-      }
-    }
-  }
-
-  Json parse_integer() {
-    bool negative = consume('-');
-    if (pos_ >= n_ || p_[pos_] < '0' || p_[pos_] > '9') fail("expected a digit");
-    if (p_[pos_] == '0' && pos_ + 1 < n_ && p_[pos_ + 1] >= '0' && p_[pos_ + 1] <= '9')
-      fail("leading zero in a number");
-    uint64_t v = 0;
-    const uint64_t limit = uint64_t(std::numeric_limits<int64_t>::max()) + (negative ? 1 : 0);
-    while (pos_ < n_ && p_[pos_] >= '0' && p_[pos_] <= '9') {
-      unsigned d = unsigned(p_[pos_] - '0');
-      if (v > (limit - d) / 10) fail("integer out of range");
-      v = v * 10 + d;
-      ++pos_;
-    }
-    if (pos_ < n_ && (p_[pos_] == '.' || p_[pos_] == 'e' || p_[pos_] == 'E'))
-      fail("numbers in a safetensors header must be integers");
-    Json j;
-    j.kind = Json::Kind::Integer;
-    j.num = negative ? int64_t(0 - v) : int64_t(v);  // 0 - v wraps to the right value for INT64_MIN
-    return j;
-  }
-
-  const char* p_;
-  std::size_t n_;
-  std::size_t pos_ = 0;
-  const std::string& file_;
-};
-
-// ---------------------------------------------------------------------------------------------------------
-
-void json_escape(std::string& out, const std::string& s) {
-  out += '"';
-  for (unsigned char c : s) {
-    if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
-    else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += char(c);
-    }
-  }
-  out += '"';
-}
-
-// Whether s is well-formed UTF-8 (no overlong forms, surrogates or code points above U+10FFFF): JSON text
-// must be, so the writer refuses what the reader would.
-bool valid_utf8(const std::string& s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    unsigned char b0 = static_cast<unsigned char>(s[i]);
-    if (b0 < 0x80) {
-      ++i;
-      continue;
-    }
-    int len;
-    unsigned cp, min;
-    if (b0 >= 0xC2 && b0 <= 0xDF) len = 2, cp = b0 & 0x1F, min = 0x80;
-    else if (b0 >= 0xE0 && b0 <= 0xEF) len = 3, cp = b0 & 0x0F, min = 0x800;
-    else if (b0 >= 0xF0 && b0 <= 0xF4) len = 4, cp = b0 & 0x07, min = 0x10000;
-    else return false;
-    if (s.size() - i < std::size_t(len)) return false;
-    for (int k = 1; k < len; ++k) {
-      unsigned char b = static_cast<unsigned char>(s[i + k]);
-      if ((b & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (b & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += std::size_t(len);
-  }
-  return true;
 }
 
 // numel * dtype size, or false on overflow or a negative dimension.
@@ -354,20 +129,12 @@ bool parse_safetensors_dtype(const std::string& s, DType* out) {
 std::vector<uint8_t> serialize_safetensors(const std::vector<SafetensorsTensor>& tensors,
                                            const std::map<std::string, std::string>& metadata,
                                            const std::string& what) {
-  std::string header = "{";
-  if (!metadata.empty()) {
-    header += "\"__metadata__\":{";
-    bool first = true;
-    for (const auto& [k, v] : metadata) {
-      check(valid_utf8(k) && valid_utf8(v), what + ": metadata \"" + k + "\" is not valid UTF-8");
-      if (!first) header += ',';
-      first = false;
-      json_escape(header, k);
-      header += ':';
-      json_escape(header, v);
-    }
-    header += '}';
-  }
+  // ordered_json keeps the keys in insertion order: __metadata__ first, then the tensors as given, each
+  // {"dtype", "shape", "data_offsets"}, as the reference implementation writes them.
+  nlohmann::ordered_json root = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : metadata)
+    check(valid_utf8(k) && valid_utf8(v), what + ": metadata \"" + k + "\" is not valid UTF-8");
+  if (!metadata.empty()) root["__metadata__"] = metadata;
   uint64_t offset = 0;
   std::set<std::string> seen;
   for (const auto& t : tensors) {
@@ -381,19 +148,10 @@ std::vector<uint8_t> serialize_safetensors(const std::vector<SafetensorsTensor>&
     check(nbytes == t.bytes.size(), what + ": tensor '" + t.name + "' " + dtype_name(t.dtype) + " " +
                                         shape_str(t.shape) + " needs " + std::to_string(nbytes) +
                                         " bytes but has " + std::to_string(t.bytes.size()));
-    if (header.size() > 1) header += ',';
-    json_escape(header, t.name);
-    header += ":{\"dtype\":\"";
-    header += dtype_name(t.dtype);
-    header += "\",\"shape\":[";
-    for (std::size_t i = 0; i < t.shape.size(); ++i) {
-      if (i) header += ',';
-      header += std::to_string(t.shape[i]);
-    }
-    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + nbytes) + "]}";
+    root[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }
-  header += '}';
+  std::string header = root.dump();
   while (header.size() % 8 != 0) header += ' ';  // the data then starts 8-byte aligned
 
   std::vector<uint8_t> out(8 + header.size() + offset);
@@ -461,8 +219,8 @@ SafetensorsFile parse_safetensors(const uint8_t* data, std::size_t size, const s
   check(h >= 2, name + ": header length " + std::to_string(h) + " is too small for a JSON object");
   const uint64_t buffer_size = size - 8 - h;
 
-  Json root = JsonParser(reinterpret_cast<const char*>(data + 8), std::size_t(h), name).parse_document();
-  check(root.kind == Json::Kind::Object, name + ": the JSON header is " + kind_name(root.kind) + ", not an object");
+  const json root = parse_header_json(reinterpret_cast<const char*>(data + 8), std::size_t(h), name);
+  check(root.is_object(), name + ": the JSON header is " + kind_name(root) + ", not an object");
 
   SafetensorsFile file;
   struct Span {
@@ -470,48 +228,43 @@ SafetensorsFile parse_safetensors(const uint8_t* data, std::size_t size, const s
     std::size_t index;
   };
   std::vector<Span> spans;
-  for (std::size_t i = 0; i < root.keys.size(); ++i) {
-    const std::string& key = root.keys[i];
-    const Json& v = root.values[i];
+  for (const auto& [key, v] : root.items()) {
     if (key == "__metadata__") {
-      check(v.kind == Json::Kind::Object, name + ": __metadata__ is " + kind_name(v.kind) + ", not an object");
-      for (std::size_t j = 0; j < v.keys.size(); ++j) {
-        check(v.values[j].kind == Json::Kind::String, name + ": __metadata__ value of \"" + v.keys[j] + "\" is " +
-                                                         kind_name(v.values[j].kind) + ", not a string");
-        file.metadata[v.keys[j]] = v.values[j].str;
+      check(v.is_object(), name + ": __metadata__ is " + kind_name(v) + ", not an object");
+      for (const auto& [k, value] : v.items()) {
+        check(value.is_string(),
+              name + ": __metadata__ value of \"" + k + "\" is " + kind_name(value) + ", not a string");
+        file.metadata[k] = value.get<std::string>();
       }
       continue;
     }
     const std::string where = name + ": tensor '" + key + "'";
     check(!key.empty(), name + ": a tensor has an empty name");
-    check(v.kind == Json::Kind::Object, where + " is described by " + kind_name(v.kind) + ", not an object");
-    const Json *dtype = nullptr, *shape = nullptr, *offsets = nullptr;
-    for (std::size_t j = 0; j < v.keys.size(); ++j) {
-      if (v.keys[j] == "dtype") dtype = &v.values[j];
-      else if (v.keys[j] == "shape") shape = &v.values[j];
-      else if (v.keys[j] == "data_offsets") offsets = &v.values[j];
-      else throw Error(where + " has an unknown field \"" + v.keys[j] + "\"");
-    }
-    check(dtype && shape && offsets, where + " lacks " +
-                                         (!dtype ? "dtype" : !shape ? "shape" : "data_offsets"));
+    check(v.is_object(), where + " is described by " + kind_name(v) + ", not an object");
+    for (const auto& field : v.items())
+      check(field.key() == "dtype" || field.key() == "shape" || field.key() == "data_offsets",
+            where + " has an unknown field \"" + field.key() + "\"");
+    check(v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"),
+          where + " lacks " + (!v.contains("dtype") ? "dtype" : !v.contains("shape") ? "shape" : "data_offsets"));
+    const json &dtype = v["dtype"], &shape = v["shape"], &offsets = v["data_offsets"];
     SafetensorsTensor t;
     t.name = key;
-    check(dtype->kind == Json::Kind::String, where + ": dtype is " + kind_name(dtype->kind) + ", not a string");
-    check(parse_safetensors_dtype(dtype->str, &t.dtype),
-          where + ": unsupported dtype \"" + dtype->str + "\" (known: F32 F64 BF16 F16 U8 I32 I64)");
-    check(shape->kind == Json::Kind::Array, where + ": shape is " + kind_name(shape->kind) + ", not an array");
-    for (const Json& d : shape->values) {
-      check(d.kind == Json::Kind::Integer, where + ": shape holds " + kind_name(d.kind) + ", not an integer");
-      check(d.num >= 0, where + ": negative dimension " + std::to_string(d.num) + " in its shape");
-      t.shape.push_back(d.num);
+    check(dtype.is_string(), where + ": dtype is " + kind_name(dtype) + ", not a string");
+    check(parse_safetensors_dtype(dtype.get<std::string>(), &t.dtype),
+          where + ": unsupported dtype \"" + dtype.get<std::string>() + "\" (known: F32 F64 BF16 F16 U8 I32 I64)");
+    check(shape.is_array(), where + ": shape is " + kind_name(shape) + ", not an array");
+    for (const json& d : shape) {
+      check(d.is_number_integer(), where + ": shape holds " + kind_name(d) + ", not an integer");
+      check(d.get<int64_t>() >= 0, where + ": negative dimension " + std::to_string(d.get<int64_t>()) + " in its shape");
+      t.shape.push_back(d.get<int64_t>());
     }
     uint64_t nbytes = 0;
     check(tensor_nbytes(t.shape, t.dtype, &nbytes),
           where + ": shape " + shape_str(t.shape) + " overflows 64-bit sizes");
-    check(offsets->kind == Json::Kind::Array && offsets->values.size() == 2 &&
-              offsets->values[0].kind == Json::Kind::Integer && offsets->values[1].kind == Json::Kind::Integer,
+    check(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_integer() &&
+              offsets[1].is_number_integer(),
           where + ": data_offsets must be an array of two integers");
-    const int64_t b = offsets->values[0].num, e = offsets->values[1].num;
+    const int64_t b = offsets[0].get<int64_t>(), e = offsets[1].get<int64_t>();
     std::string offs = "[";  // appended piecewise: "[" + std::to_string() trips GCC 12's -Wrestrict (PR105651)
     offs += std::to_string(b);
     offs += ',';
