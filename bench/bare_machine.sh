@@ -48,7 +48,8 @@ for p in python3-torch python3-torchvision python3 libgtest-dev clang libdnnl-de
 done
 echo "scripts/setup.sh --dev would add:"
 dev=$(sed -n '/^DEV_PACKAGES=(/,/^)/p' scripts/setup.sh | sed '1d;$d' | sed 's/#.*//' | tr '\n' ' ')
-apt-get install --assume-no --no-install-recommends $dev 2>&1 | grep -E "newly installed|Need to get|After this operation" || true
+apt-get install --assume-no --no-install-recommends $dev > /root/dev.log 2>&1 < /dev/null || true
+grep -E "newly installed|Need to get|After this operation" /root/dev.log || tail -5 /root/dev.log
 IN
 chmod +x "$ROOT/root/measure.sh"
 chroot "$ROOT" /root/measure.sh
