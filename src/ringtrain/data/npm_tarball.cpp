@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "ringtrain/core/error.h"
 
@@ -16,6 +17,10 @@ namespace ringtrain::data {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// Runs argv (argv[0] looked up on PATH) with its stdout sent to our stderr; returns the exit code,
+// 127 if it could not be started, 128 + signal if it was killed.
 int run_program(const std::vector<std::string>& args) {
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -35,8 +40,6 @@ int run_program(const std::vector<std::string>& args) {
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;
 }
-
-namespace {
 
 std::string spec(const NpmTarball& t) { return t.name + "@" + t.version; }
 

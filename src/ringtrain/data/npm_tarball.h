@@ -5,7 +5,6 @@
 #pragma once
 #include <ostream>
 #include <string>
-#include <vector>
 
 namespace ringtrain::data {
 
@@ -20,9 +19,5 @@ struct NpmTarball {
 // curl missing or failing (its messages go to stderr), a download whose digest differs (the file is
 // removed), tar failing.
 std::string fetch_npm_tarball(const NpmTarball& tarball, const std::string& dir, std::ostream& log);
-
-// Runs argv (argv[0] looked up on PATH) with its stdout sent to our stderr; returns the exit code,
-// 127 if it could not be started, 128 + signal if it was killed.
-int run_program(const std::vector<std::string>& args);
 
 }  // namespace ringtrain::data
