@@ -56,7 +56,7 @@ TEST(LossScaler, NonFiniteStepIsSkippedWithWeightsAndStateUnchanged) {
   // One good step first, so the Adam state is non-zero.
   auto g = random_vec(n, 3);
   for (auto& x : g) x *= s.scale();
-  ASSERT_TRUE(s.step(adam, params.data(), g.data(), n).applied);
+  ASSERT_TRUE(s.step(adam, params.data(), g.data()).applied);
   EXPECT_EQ(s.growth_tracker(), 1);
   const auto p_before = params;
   std::vector<std::vector<float>> state_before;
@@ -65,7 +65,7 @@ TEST(LossScaler, NonFiniteStepIsSkippedWithWeightsAndStateUnchanged) {
 
   auto bad = random_vec(n, 4);
   bad[100] = std::numeric_limits<float>::infinity();
-  const LossScaleStep r = s.step(adam, params.data(), bad.data(), n);
+  const LossScaleStep r = s.step(adam, params.data(), bad.data());
   EXPECT_FALSE(r.applied);
   EXPECT_EQ(r.scale, 65536.0f);
   EXPECT_EQ(r.next_scale, 32768.0f);
@@ -81,10 +81,10 @@ TEST(LossScaler, NonFiniteStepIsSkippedWithWeightsAndStateUnchanged) {
   // NaN too, and the other ranks' verdict wins: a finite local gradient is skipped if any_rank says so.
   auto nan = random_vec(n, 5);
   nan[0] = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_FALSE(s.step(adam, params.data(), nan.data(), n).applied);
+  EXPECT_FALSE(s.step(adam, params.data(), nan.data()).applied);
   EXPECT_EQ(s.scale(), 16384.0f);
   auto fine = random_vec(n, 6);
-  EXPECT_FALSE(s.step(adam, params.data(), fine.data(), n, [](bool) { return true; }).applied);
+  EXPECT_FALSE(s.step(adam, params.data(), fine.data(), [](bool) { return true; }).applied);
   EXPECT_EQ(s.scale(), 8192.0f);
   EXPECT_EQ(0, std::memcmp(params.data(), p_before.data(), n * 4));
 }

@@ -134,14 +134,14 @@ TEST(LossScalerRanks, InfOnOneRankSkipsEverywhere) {
   // A good step on every rank first.
   auto g = input(r, n);
   for (auto& v : g) v *= scaler.scale();
-  ASSERT_TRUE(scaler.step(adam, params.data(), g.data(), n, agree).applied);
+  ASSERT_TRUE(scaler.step(adam, params.data(), g.data(), agree).applied);
   const auto before = params;
   for (const int culprit : {W - 1, 0}) {
     for (const float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
       auto h = input(r + 10, n);
       if (r == culprit) h[n / 2] = bad;
       const float s0 = scaler.scale();
-      const optim::LossScaleStep st = scaler.step(adam, params.data(), h.data(), n, agree);
+      const optim::LossScaleStep st = scaler.step(adam, params.data(), h.data(), agree);
       EXPECT_FALSE(st.applied) << "rank " << r << " applied a step that rank " << culprit << " found non-finite";
       EXPECT_EQ(scaler.scale(), s0 * 0.5f);
       EXPECT_EQ(0, std::memcmp(params.data(), before.data(), n * sizeof(float)));
@@ -151,7 +151,7 @@ TEST(LossScalerRanks, InfOnOneRankSkipsEverywhere) {
   EXPECT_EQ(adam.steps(), 1);
   // And a clean step afterwards is applied everywhere.
   auto ok = input(r + 20, n);
-  EXPECT_TRUE(scaler.step(adam, params.data(), ok.data(), n, agree).applied);
+  EXPECT_TRUE(scaler.step(adam, params.data(), ok.data(), agree).applied);
 }
 
 }  // namespace

@@ -72,6 +72,7 @@ Options train_options() {
   o.add("allreduce", "ring", "gradient all-reduce: ring (ringtrain's) | mpi (the library's MPI_Allreduce)");
   o.add("bucket-kb", "128", "gradient bucket size in KiB (all-reduces start as buckets fill during backward)");
   o.add_flag("no-overlap", "all-reduce the gradients only after backward (for comparison)");
+  o.add_flag("shard-optimizer", "ZeRO-1: each rank keeps the optimizer state of 1/W of the parameters (reduce-scatter, update, all-gather)");
   o.add("timeout", "1800", "seconds a collective may take before the whole job is aborted (0: never)");
   o.add("tp", "1", "tensor-parallel ranks: fc1/fc2 split over this many ranks (must divide the ranks; dp = ranks / tp)");
   o.add_flag("drop-last", "drop the samples that do not divide by the number of ranks (else pad, as PyTorch)");
@@ -83,6 +84,21 @@ Options train_options() {
   o.add("max-restarts", "0", "with --nproc: relaunch the ranks from the newest checkpoint up to this many times");
   o.add("init-from", "", "start from the weights of this checkpoint instead of a fresh initialisation");
   return o;
+}
+
+// --shard-optimizer: what each data-parallel rank keeps of the optimizer state (collective; rank 0 prints).
+void print_optimizer_shards(optim::Optimizer& optimizer, std::size_t whole_floats, dist::Communicator& dp) {
+  std::vector<int64_t> held(std::size_t(dp.size()), 0);
+  held[std::size_t(dp.rank())] = int64_t(optimizer.state_floats());
+  dp.allreduce_sum(held.data(), held.size());
+  if (dp.rank() != 0) return;
+  const std::size_t buffers = optimizer.state().size();
+  const int64_t most = *std::max_element(held.begin(), held.end());
+  std::printf("optimizer state sharded over %d ranks: %zu buffer(s) of", dp.size(), buffers);
+  for (int64_t h : held) std::printf(" %lld", (long long)h);
+  std::printf(" floats (whole: %zu); the most on one rank %.2f%% of the whole (1/W = %.2f%%), %lld bytes\n",
+              whole_floats, 100.0 * double(most) / double(whole_floats), 100.0 / dp.size(),
+              (long long)(most * int64_t(buffers) * int64_t(sizeof(float))));
 }
 
 // Runs the job under mpirun; when it fails, runs it again with --resume, up to max_restarts times
@@ -184,6 +200,10 @@ int train_command(int argc, char** argv, int first) {
   const int64_t bucket_kb = opt.integer("bucket-kb", 1, 1 << 20);
   config.reducer.bucket_bytes = std::size_t(bucket_kb) << 10;
   config.reducer.overlap = !opt.flag("no-overlap");
+  config.shard_optimizer = opt.flag("shard-optimizer");
+  check(!config.shard_optimizer || config.grad_comm == "fp32",
+        "--shard-optimizer needs --grad-comm fp32 (the 16-bit ring has no reduce-scatter), got --grad-comm " +
+            config.grad_comm);
   config.drop_last = opt.flag("drop-last");
   config.checkpoint_dir = opt.str("checkpoint-dir");
   config.checkpoint_every = opt.integer("checkpoint-every", 0, INT64_MAX);
@@ -241,7 +261,8 @@ int train_command(int argc, char** argv, int first) {
               << " thread(s)"
               << (dp_comm.size() > 1 ? std::string(", all-reduce ") + opt.str("allreduce") +
                                         (config.reducer.overlap ? " overlapped" : " after backward") +
-                                        (config.grad_comm != "fp32" ? ", gradients in " + config.grad_comm : std::string())
+                                        (config.grad_comm != "fp32" ? ", gradients in " + config.grad_comm : std::string()) +
+                                        (config.shard_optimizer ? ", optimizer state sharded" : "")
                                   : std::string())
               << std::endl;
 
@@ -267,16 +288,19 @@ int train_command(int argc, char** argv, int first) {
 
   train::Trainer trainer(config, *model, kernels, dp_comm, std::cout);
   if (grid) trainer.set_process_grid(grid.get());
+  if (trainer.sharded() && !config.quiet) print_optimizer_shards(trainer.optimizer(), model->params().size(), dp_comm);
   train::TrainResult result = trainer.fit(dataset.train, dataset.test);
 
+  std::unique_ptr<optim::Optimizer> gathered;  // --shard-optimizer: the whole state, for --save (collective)
+  optim::Optimizer* final_optimizer = opt.str("save").empty() ? nullptr : trainer.optimizer_for_checkpoint(gathered);
   if (!opt.str("save").empty() && grid) {  // collective: shards gathered to whole tensors, rank 0 writes
-    train::save_sharded_checkpoint(opt.str("save"), *model, &trainer.optimizer(),
+    train::save_sharded_checkpoint(opt.str("save"), *model, final_optimizer,
                                    {{"dataset", dataset.name}, {"epochs", std::to_string(config.epochs)},
                                     {"seed", opt.str("seed")}, {"tp", opt.str("tp")}},
                                    *grid);
     if (comm.rank() == 0) std::cout << "saved " << opt.str("save") << std::endl;
   } else if (!opt.str("save").empty() && comm.rank() == 0) {
-    train::save_checkpoint(opt.str("save"), *model, &trainer.optimizer(),
+    train::save_checkpoint(opt.str("save"), *model, final_optimizer,
                            {{"dataset", dataset.name}, {"epochs", std::to_string(config.epochs)},
                             {"seed", opt.str("seed")}});
     std::cout << "saved " << opt.str("save") << std::endl;

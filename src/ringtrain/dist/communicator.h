@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "ringtrain/core/error.h"
+
 namespace ringtrain::dist {
 
 class Communicator {
@@ -32,6 +34,18 @@ class Communicator {
     pending_data_ = nullptr;
     if (data) allreduce_sum(data, pending_n_);
   }
+  // The all-reduce's two halves, for optimizer-state sharding (ZeRO-1), non-blocking like
+  // start_allreduce_sum and completed by the same test_allreduce() / wait_allreduce(). After
+  // start_reduce_scatter_sum completes, this rank's chunk shard_chunk(n) holds the sum over the ranks,
+  // the same bits allreduce_sum would leave there (the rest of data is scratch); start_all_gather
+  // copies every rank's shard_chunk(n) to every rank. A world of one has nothing to do.
+  virtual void start_reduce_scatter_sum(float* data, std::size_t n);
+  virtual void start_all_gather(float* data, std::size_t n);
+  // [begin, end) of this rank's chunk of an n-element buffer in those two operations.
+  struct Range {
+    std::size_t begin = 0, end = 0;
+  };
+  virtual Range shard_chunk(std::size_t n) const { return {0, size() == 1 ? n : 0}; }
   // Copies root's bytes to every rank.
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
   virtual void barrier() = 0;
@@ -56,5 +70,13 @@ class LocalCommunicator final : public Communicator {
   void barrier() override {}
   std::unique_ptr<Communicator> duplicate() override { return std::make_unique<LocalCommunicator>(); }
 };
+
+// Only a world of one (nothing to send) or a communicator that overrides them can shard.
+inline void Communicator::start_reduce_scatter_sum(float*, std::size_t) {
+  check(size() == 1, "this communicator has no reduce-scatter (optimizer-state sharding needs MPI's)");
+}
+inline void Communicator::start_all_gather(float*, std::size_t) {
+  check(size() == 1, "this communicator has no all-gather (optimizer-state sharding needs MPI's)");
+}
 
 }  // namespace ringtrain::dist

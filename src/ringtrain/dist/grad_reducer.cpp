@@ -74,7 +74,9 @@ void GradReducer::on_grads_ready(const nn::Layer& layer) {
 void GradReducer::start(int b) {
   started_[b] = 1;
   in_flight_ = b;
-  comm_->start_allreduce_sum(params_.grads() + buckets_[b].offset, buckets_[b].count);
+  float* g = params_.grads() + buckets_[b].offset;
+  if (sharded()) comm_->start_reduce_scatter_sum(g, buckets_[b].count);
+  else comm_->start_allreduce_sum(g, buckets_[b].count);
 }
 
 void GradReducer::finish_in_flight() {
@@ -85,9 +87,32 @@ void GradReducer::finish_in_flight() {
 
 void GradReducer::average(int b) {
   // A multiply (a third of a divide's cost here); the same bits as sum / W when W is a power of two.
+  // Shard mode: only this rank's slice holds the sum.
+  const Communicator::Range r = sharded() ? comm_->shard_chunk(buckets_[b].count) : Communicator::Range{0, buckets_[b].count};
   float* g = params_.grads() + buckets_[b].offset;
   const float inv_w = 1.0f / float(world_);
-  for (std::size_t i = 0, n = buckets_[b].count; i < n; ++i) g[i] *= inv_w;
+  for (std::size_t i = r.begin; i < r.end; ++i) g[i] *= inv_w;
+}
+
+std::vector<optim::Span> GradReducer::shard_spans() const {
+  if (!sharded()) return {{0, params_.size()}};
+  std::vector<optim::Span> spans;
+  for (const Bucket& b : buckets_) {
+    const Communicator::Range r = comm_->shard_chunk(b.count);
+    spans.push_back({b.offset + r.begin, r.end - r.begin});
+  }
+  return spans;
+}
+
+void GradReducer::all_gather(float* buf) {
+  if (!sharded()) return;
+  auto t0 = std::chrono::steady_clock::now();
+  ScopedPollMode mode(PollMode::Adaptive);
+  for (const Bucket& b : buckets_) {
+    comm_->start_all_gather(buf + b.offset, b.count);
+    comm_->wait_allreduce();
+  }
+  stats_.gather_s += seconds_since(t0);
 }
 
 void GradReducer::pump() {

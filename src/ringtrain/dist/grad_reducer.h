@@ -26,6 +26,7 @@
 #include "ringtrain/dist/communicator.h"
 #include "ringtrain/dist/ring_allreduce.h"
 #include "ringtrain/nn/model.h"
+#include "ringtrain/optim/optimizer.h"
 
 namespace ringtrain::dist {
 
@@ -36,6 +37,12 @@ struct GradReducerOptions {
   // all-reduce in flight at a time) and each costs a ring's latency; measured in docs/BENCHMARKS.md.
   std::size_t bucket_bytes = std::size_t(128) << 10;
   bool overlap = true;
+  // Optimizer-state sharding (--shard-optimizer, ZeRO stage 1): a bucket is only reduce-scattered (the
+  // ring's first half), so each rank ends the step with the averaged gradients of its slice of every
+  // bucket (shard_spans()), updates just those parameters, and all_gather() then copies every rank's
+  // slice of the updated parameters to all (the ring's second half). The slice's sum is the same ring
+  // fold as the whole all-reduce's, so the parameters end bit-identical to an unsharded ring run.
+  bool shard = false;
 };
 
 struct Bucket {
@@ -49,6 +56,7 @@ struct GradReducerStats {
   double wait_s = 0;       // total time wait() blocked (after backward, before the optimizer)
   double last_wait_s = 0;
   double comm_s = 0;       // total time spent in all-reduce calls (the hook's tests and wait())
+  double gather_s = 0;     // shard mode: total time in all_gather() (the updated parameters)
 };
 
 // Cuts views (state_dict order, offsets into one buffer) into buckets from the end. Exposed for tests.
@@ -76,6 +84,14 @@ class GradReducer {
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   const GradReducerStats& stats() const { return stats_; }
+  // Shard mode: this rank's slice of every bucket, in bucket order (what its optimizer updates); the
+  // slices of all ranks tile the buffer. Without sharding: the whole buffer.
+  std::vector<optim::Span> shard_spans() const;
+  bool sharded() const { return opt_.shard && world_ > 1; }
+  // Shard mode: every rank's slices of buf (a buffer laid out as the parameters: the parameters
+  // themselves, or an optimizer state buffer spread out to full size) copied to every rank, bucket by
+  // bucket. Collective; blocking. Counted in stats().gather_s.
+  void all_gather(float* buf);
   int world_size() const { return world_; }
   bool overlap() const { return opt_.overlap; }
 

@@ -129,30 +129,53 @@ void MpiCommunicator::start_allreduce_sum(float* data, std::size_t n) {
     Communicator::start_allreduce_sum(data, n);
     return;
   }
+  if (opt_.algorithm == AllreduceAlgorithm::Ring) return start_ring(data, n, RingPhase::AllReduce, "allreduce_sum (overlapped)");
   pending_guard_.emplace(watchdog_->arm("allreduce_sum (overlapped)", "float", n, allreduce_name(opt_.algorithm)));
-  if (opt_.algorithm == AllreduceAlgorithm::Ring) ring_->start(data, n);
-  else MPI_Iallreduce(MPI_IN_PLACE, data, int(n), MPI_FLOAT, MPI_SUM, comm_, &pending_mpi_);
+  MPI_Iallreduce(MPI_IN_PLACE, data, int(n), MPI_FLOAT, MPI_SUM, comm_, &pending_mpi_);
+}
+
+void MpiCommunicator::start_ring(float* data, std::size_t n, RingPhase phase, const char* what) {
+  check(!pending_guard_, std::string(what) + ": started before the previous non-blocking operation completed");
+  if (size_ == 1 || n == 0) return;
+  pending_guard_.emplace(watchdog_->arm(what, "float", n, "ring"));
+  pending_on_ring_ = true;
+  ring_->start(data, n, phase);
+}
+
+void MpiCommunicator::start_reduce_scatter_sum(float* data, std::size_t n) {
+  start_ring(data, n, RingPhase::ReduceScatter, "reduce_scatter_sum (overlapped)");
+}
+
+void MpiCommunicator::start_all_gather(float* data, std::size_t n) { start_ring(data, n, RingPhase::AllGather, "all_gather"); }
+
+Communicator::Range MpiCommunicator::shard_chunk(std::size_t n) const {
+  const int c = ring_reduced_chunk(rank_, size_);
+  return {ring_chunk_begin(n, size_, c), ring_chunk_begin(n, size_, c + 1)};
 }
 
 bool MpiCommunicator::test_allreduce() {
   if (!pending_guard_) return Communicator::test_allreduce();
   bool done = false;
-  if (opt_.algorithm == AllreduceAlgorithm::Ring) {
+  if (pending_on_ring_) {
     done = ring_->progress();
   } else {
     int flag = 0;
     MPI_Test(&pending_mpi_, &flag, MPI_STATUS_IGNORE);
     done = flag != 0;
   }
-  if (done) pending_guard_.reset();
+  if (done) {
+    pending_guard_.reset();
+    pending_on_ring_ = false;
+  }
   return done;
 }
 
 void MpiCommunicator::wait_allreduce() {
   if (!pending_guard_) return Communicator::wait_allreduce();
-  if (opt_.algorithm == AllreduceAlgorithm::Ring) ring_->finish();
+  if (pending_on_ring_) ring_->finish();
   else wait_request(&pending_mpi_);
   pending_guard_.reset();
+  pending_on_ring_ = false;
 }
 
 void MpiCommunicator::broadcast(void* data, std::size_t bytes, int root) {

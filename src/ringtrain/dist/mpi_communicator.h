@@ -75,6 +75,10 @@ class MpiCommunicator final : public Communicator {
   void start_allreduce_sum(float* data, std::size_t n) override;
   bool test_allreduce() override;
   void wait_allreduce() override;
+  // Our ring's two phases (whatever --allreduce says: only the ring has them).
+  void start_reduce_scatter_sum(float* data, std::size_t n) override;
+  void start_all_gather(float* data, std::size_t n) override;
+  Range shard_chunk(std::size_t n) const override;
   void broadcast(void* data, std::size_t bytes, int root) override;
   void barrier() override;
   std::unique_ptr<Communicator> duplicate() override;
@@ -96,6 +100,8 @@ class MpiCommunicator final : public Communicator {
   // The non-blocking float sum in flight: the watchdog is armed from start to completion.
   std::optional<Watchdog::Guard> pending_guard_;
   MPI_Request pending_mpi_ = MPI_REQUEST_NULL;  // --allreduce mpi: MPI_Iallreduce's request
+  bool pending_on_ring_ = false;                // the operation in flight runs on ring_
+  void start_ring(float* data, std::size_t n, RingPhase phase, const char* what);
 };
 
 }  // namespace ringtrain::dist

@@ -141,7 +141,8 @@ void RingAllreduce::on_received(int t, int k) {
   if (k < segments(recv_chunk(t + 1)) && earlier_send_done(t + 1, k, false)) post_recv(t + 1, k);
 }
 
-void RingAllreduce::start_typed(void* data, std::size_t n, MPI_Datatype type, std::size_t elem, AddFn add) {
+void RingAllreduce::start_typed(void* data, std::size_t n, MPI_Datatype type, std::size_t elem, AddFn add,
+                                RingPhase phase) {
   check(!active_, "ring all-reduce: a second operation started before the first finished");
   const int W = size_;
   if (W == 1 || n == 0) return;
@@ -155,15 +156,18 @@ void RingAllreduce::start_typed(void* data, std::size_t n, MPI_Datatype type, st
   K_ = int((max_chunk + S_ - 1) / S_);  // most segments in a chunk
   check(K_ <= 32767, "ring all-reduce: too many segments for MPI tags; raise the segment size");
   if (scratch_.size() < max_chunk * elem) scratch_.resize(max_chunk * elem);
-  steps_ = 2 * (W - 1);
-  sends_.assign(std::size_t(steps_) * K_, MPI_REQUEST_NULL);
-  recvs_.assign(std::size_t(steps_) * K_, MPI_REQUEST_NULL);
-  posted_.assign(std::size_t(steps_) * K_, 0);
-  step_ = 0;
+  // Requests are indexed by step over the whole schedule; an all-gather alone starts at step W-1 (its
+  // "earlier sends" of the reduce-scatter are then null requests, complete at once).
+  const int all_steps = 2 * (W - 1);
+  sends_.assign(std::size_t(all_steps) * K_, MPI_REQUEST_NULL);
+  recvs_.assign(std::size_t(all_steps) * K_, MPI_REQUEST_NULL);
+  posted_.assign(std::size_t(all_steps) * K_, 0);
+  step_ = phase == RingPhase::AllGather ? W - 1 : 0;
+  steps_ = phase == RingPhase::ReduceScatter ? W - 1 : all_steps;
   done_in_step_ = 0;
   active_ = true;
-  for (int k = 0, ns = segments(send_chunk(0)); k < ns; ++k) post_send(0, k);
-  for (int k = 0, ns = segments(recv_chunk(0)); k < ns; ++k) post_recv(0, k);
+  for (int k = 0, ns = segments(send_chunk(step_)); k < ns; ++k) post_send(step_, k);
+  for (int k = 0, ns = segments(recv_chunk(step_)); k < ns; ++k) post_recv(step_, k);
 }
 
 bool RingAllreduce::advance(bool block) {

@@ -25,6 +25,15 @@ inline std::size_t ring_chunk_begin(std::size_t n, int W, int c) {
 }
 // The rank whose value starts element i's fixed-order sum (the owner of i's chunk).
 int ring_fold_start(std::size_t n, int W, std::size_t i);
+// The chunk rank r holds fully summed after the reduce-scatter phase (the last chunk it received):
+// (r + 1) mod W. What optimizer-state sharding (ZeRO-1) updates on rank r.
+inline int ring_reduced_chunk(int rank, int W) { return (rank + 1) % W; }
+
+// The ring's two halves, for optimizer-state sharding: ReduceScatter runs only the first W-1 steps (rank
+// r ends with chunk ring_reduced_chunk(r, W) summed, bit for bit what the whole all-reduce leaves there;
+// the other chunks hold partial sums), AllGather only the last W-1 (every rank's chunk
+// ring_reduced_chunk(r, W) copied to all). AllReduce is both.
+enum class RingPhase { AllReduce, ReduceScatter, AllGather };
 
 // How the calling thread waits for messages. Spin: MPI_Wait* (Open MPI busy-polls: lowest latency, but
 // the thread holds its core however long it waits). Yield: MPI_Test* then sched_yield(), for a wait that
@@ -72,7 +81,9 @@ class RingAllreduce {
   // until it is complete. The result bits do not depend on how the work was split between calls.
   // (The GradReducer calls progress() between backward's layers, so one core both computes and
   // communicates: Open MPI moves data only inside MPI calls.)
-  void start(float* data, std::size_t n) { start_typed(data, n, MPI_FLOAT, sizeof(float), &add_into<float>); }
+  void start(float* data, std::size_t n, RingPhase phase = RingPhase::AllReduce) {
+    start_typed(data, n, MPI_FLOAT, sizeof(float), &add_into<float>, phase);
+  }
   void start(double* data, std::size_t n) { start_typed(data, n, MPI_DOUBLE, sizeof(double), &add_into<double>); }
   void start(int64_t* data, std::size_t n) { start_typed(data, n, MPI_INT64_T, sizeof(int64_t), &add_into<int64_t>); }
   bool progress() { return advance(false); }
@@ -87,7 +98,8 @@ class RingAllreduce {
     const T* __restrict s = static_cast<const T*>(src);
     for (std::size_t i = 0; i < n; ++i) d[i] += s[i];
   }
-  void start_typed(void* data, std::size_t n, MPI_Datatype type, std::size_t elem, AddFn add);
+  void start_typed(void* data, std::size_t n, MPI_Datatype type, std::size_t elem, AddFn add,
+                   RingPhase phase = RingPhase::AllReduce);
   bool advance(bool block);  // true once complete
   // Step t < W-1 is reduce-scatter step t, t >= W-1 is all-gather step t-(W-1).
   int recv_chunk(int t) const;
@@ -114,7 +126,7 @@ class RingAllreduce {
   std::size_t n_ = 0, elem_ = 0, S_ = 0;  // S_: elements a segment
   MPI_Datatype type_ = MPI_DATATYPE_NULL;
   AddFn add_ = nullptr;
-  int K_ = 0, steps_ = 0, step_ = 0, done_in_step_ = 0;
+  int K_ = 0, steps_ = 0, step_ = 0, done_in_step_ = 0;  // steps [step_, steps_) are left to run
 };
 
 }  // namespace ringtrain::dist

@@ -41,11 +41,11 @@ void LossScaler::update(bool found_inf) {
   }
 }
 
-LossScaleStep LossScaler::step(Optimizer& opt, float* params, float* grads, std::size_t n,
-                               const std::function<bool(bool)>& any_rank) {
+LossScaleStep LossScaler::step(Optimizer& opt, float* params, float* grads, const std::function<bool(bool)>& any_rank) {
   LossScaleStep r;
   r.scale = scale_;
-  const bool local = unscale_and_check(grads, n);
+  bool local = false;
+  for (const Span& s : opt.spans()) local = unscale_and_check(grads + s.offset, s.count) || local;
   const bool found = any_rank ? any_rank(local) : local;
   if (!found)
     opt.step(params, grads);

@@ -39,10 +39,10 @@ class LossScaler {
   bool unscale_and_check(float* grads, std::size_t n) const;
   // torch's update(): back off after a non-finite step, else count towards growth.
   void update(bool found_inf);
-  // The whole step: unscale_and_check, agree across ranks with any_rank(local) (the caller's all-reduce
-  // of the flag; identity on one rank), then opt.step unless found, then update.
-  LossScaleStep step(Optimizer& opt, float* params, float* grads, std::size_t n,
-                     const std::function<bool(bool)>& any_rank = {});
+  // The whole step: unscale_and_check on the optimizer's spans of grads (all of it unless the optimizer
+  // state is sharded), agree across ranks with any_rank(local) (the caller's all-reduce of the flag;
+  // identity on one rank), then opt.step unless found, then update.
+  LossScaleStep step(Optimizer& opt, float* params, float* grads, const std::function<bool(bool)>& any_rank = {});
 
  private:
   LossScalerOptions opt_;

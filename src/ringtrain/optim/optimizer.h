@@ -19,11 +19,25 @@ struct StateBuffer {
   std::size_t size;
 };
 
+// A run of the flat parameter buffer: [offset, offset + count).
+struct Span {
+  std::size_t offset = 0, count = 0;
+};
+
+// An optimizer keeps its state for the spans of the flat buffer it updates, packed one after another in
+// span order: by default one span, the whole buffer; under optimizer-state sharding (ZeRO-1,
+// dist::GradReducer's shard mode) the rank's slice of every gradient bucket, so the state is 1/W of the
+// model's. step(), the EMA and the loss scaler touch only the spans; everything is element-wise, so the
+// bits of every element are those of the unsharded optimizer.
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // One update of params[0..n) from grads[0..n).
+  // One update of the spans of params from the same spans of grads.
   virtual void step(float* params, const float* grads) = 0;
+  // Replaces the one whole-buffer span (before any step or EMA); the counts must add up to the state size.
+  void set_spans(std::vector<Span> spans);
+  const std::vector<Span>& spans() const { return spans_; }
+  std::size_t state_floats() const { return n_; }  // each state buffer's size (the spans' total)
   // The state a checkpoint holds: the optimizer's own buffers, then "ema" when an average is kept.
   std::vector<StateBuffer> state();
   int64_t steps() const { return steps_; }
@@ -36,20 +50,35 @@ class Optimizer {
   // `params`; update_ema, called after each applied step (steps() already counts it), does
   //   ema += (1 - d) * (params - ema),  d = min(decay, (1 + t) / (10 + t)),  t = steps()
   // (the usual warm-up, so early weights fade fast). Element-wise, so it is the same on shards.
+  // params is the whole flat buffer (the EMA keeps the spans of it).
   void enable_ema(float decay, const float* params);
+  // Exchanges the spans of params with the EMA (evaluation on the average, and back).
+  void swap_ema(float* params);
+  // Copies the EMA into the spans of params.
+  void copy_ema_to(float* params) const;
   bool has_ema() const { return ema_decay_ > 0.0f; }
   float ema_decay() const { return ema_decay_; }
   float* ema() { return ema_.data(); }
   void update_ema(const float* params);
 
  protected:
-  Optimizer(std::size_t n, float lr) : n_(n), lr_(lr) {}
+  Optimizer(std::size_t n, float lr) : n_(n), lr_(lr), spans_{{0, n}} {}
   virtual std::vector<StateBuffer> own_state() = 0;
+  // Calls f(span, packed offset of the span's state) for every span in order.
+  template <typename F>
+  void for_each_span(F&& f) const {
+    std::size_t packed = 0;
+    for (const Span& s : spans_) {
+      f(s, packed);
+      packed += s.count;
+    }
+  }
   std::size_t n_;
   float lr_;
   int64_t steps_ = 0;
   float ema_decay_ = 0.0f;
   AlignedBuffer<float> ema_;
+  std::vector<Span> spans_;
 };
 
 struct AdamOptions {

@@ -17,6 +17,7 @@
 #include "ringtrain/train/checkpoint.h"
 #include "ringtrain/train/checkpoint_dir.h"
 #include "ringtrain/train/metrics.h"
+#include "ringtrain/train/optimizer_shards.h"
 #include "ringtrain/train/progress.h"
 #include "ringtrain/train/tp_checkpoint.h"
 
@@ -95,8 +96,9 @@ Trainer::Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelT
   check(config.batch_size > 0, "--batch-size must be positive, got " + std::to_string(config.batch_size));
   check(config.epochs > 0, "--epochs must be positive, got " + std::to_string(config.epochs));
   check(config.lr > 0, "--lr must be positive");
-  optimizer_ = make_optimizer(config, model.params().size());
-  if (auto* adam = dynamic_cast<optim::Adam*>(optimizer_.get())) adam->use_kernels(kernels);
+  check(!config.shard_optimizer || config.grad_comm == "fp32",
+        "--shard-optimizer needs --grad-comm fp32 (the 16-bit ring has no reduce-scatter), got --grad-comm " +
+            config.grad_comm);
   if (comm_.size() > 1) {
     // Every rank starts from rank 0's weights, whatever initialised them.
     nn::ParameterSet& p = model_.params();
@@ -107,9 +109,18 @@ Trainer::Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelT
     if (p.counter_count()) comm_.broadcast(p.counters(), p.counter_count() * sizeof(int64_t), 0);
     const dist::GradComm wire = dist::parse_grad_comm(config.grad_comm);
     if (wire != dist::GradComm::Fp32) grad_comm_ = std::make_unique<dist::HalfGradCommunicator>(comm_, wire);
+    dist::GradReducerOptions reducer_options = config.reducer;
+    reducer_options.shard = config.shard_optimizer;
     reducer_ = std::make_unique<dist::GradReducer>(p, grad_comm_ ? static_cast<dist::Communicator&>(*grad_comm_) : comm_,
-                                                   config.reducer);
+                                                   reducer_options);
   }
+  // Under --shard-optimizer the state covers this rank's slices only (one span, the whole buffer, otherwise).
+  const std::vector<optim::Span> spans = reducer_ ? reducer_->shard_spans() : std::vector<optim::Span>{{0, model.params().size()}};
+  std::size_t state_floats = 0;
+  for (const optim::Span& s : spans) state_floats += s.count;
+  optimizer_ = make_optimizer(config, state_floats);
+  optimizer_->set_spans(spans);
+  if (auto* adam = dynamic_cast<optim::Adam*>(optimizer_.get())) adam->use_kernels(kernels);
   // The recipe (docs/RECIPE.md): the average starts at the (broadcast or --init-from) weights; a resumed
   // run replaces it with the checkpoint's "optim.ema" tensors.
   check_recipe(config);
@@ -147,8 +158,18 @@ std::vector<int64_t> Trainer::epoch_indices(int64_t dataset_size, int epoch, int
 
 void Trainer::swap_ema() {
   if (!optimizer_->has_ema()) return;
-  nn::ParameterSet& p = model_.params();
-  std::swap_ranges(p.params(), p.params() + p.size(), optimizer_->ema());
+  optimizer_->swap_ema(model_.params().params());
+  gather_parameters();
+}
+
+void Trainer::gather_parameters() {
+  if (sharded()) reducer_->all_gather(model_.params().params());
+}
+
+optim::Optimizer* Trainer::optimizer_for_checkpoint(std::unique_ptr<optim::Optimizer>& gathered) {
+  if (!sharded()) return optimizer_.get();
+  gathered = gather_optimizer_state(*optimizer_, *reducer_, model_.params().size());
+  return gathered.get();
 }
 
 bool Trainer::tensor_parallel() const { return grid_ && grid_->tp() > 1; }
@@ -156,13 +177,18 @@ bool Trainer::tensor_parallel() const { return grid_ && grid_->tp() > 1; }
 bool Trainer::is_logger() const { return comm_.rank() == 0 && (!grid_ || grid_->tp_rank() == 0); }
 
 void Trainer::load_state(const std::string& path) {
+  // Under --shard-optimizer the whole state is read and this rank keeps its slices.
+  std::unique_ptr<optim::Optimizer> whole =
+      sharded() ? optimizer_like(*optimizer_, model_.params().size()) : std::unique_ptr<optim::Optimizer>();
+  optim::Optimizer& target = whole ? *whole : *optimizer_;
   if (tensor_parallel()) {
     load_sharded_weights(path, model_);
-    load_sharded_optimizer_state(path, *optimizer_, model_);
+    load_sharded_optimizer_state(path, target, model_);
   } else {
     load_weights(path, model_);
-    load_optimizer_state(path, *optimizer_, model_);
+    load_optimizer_state(path, target, model_);
   }
+  if (whole) take_optimizer_shard(*whole, *optimizer_);
 }
 
 Trainer::Position Trainer::resume_from(const CheckpointDir& dir, int64_t dataset_size) {
@@ -206,7 +232,10 @@ Trainer::Position Trainer::resume_from(const CheckpointDir& dir, int64_t dataset
 }
 
 void Trainer::save_periodic(const CheckpointDir& dir, const Position& at) {
-  // Under --tp every rank takes part (the shards are gathered over each tensor group); world rank 0 writes.
+  // Under --shard-optimizer every rank takes part (the state's slices are gathered over the data-parallel
+  // group); under --tp too (the shards are gathered over each tensor group); world rank 0 writes.
+  std::unique_ptr<optim::Optimizer> gathered;
+  optim::Optimizer* optimizer = optimizer_for_checkpoint(gathered);
   if (comm_.rank() == 0 || tensor_parallel()) {
     std::map<std::string, std::string> md = config_.checkpoint_metadata;
     md["trainer.step"] = std::to_string(at.step);
@@ -214,6 +243,7 @@ void Trainer::save_periodic(const CheckpointDir& dir, const Position& at) {
     md["trainer.epoch_offset"] = std::to_string(at.offset);
     md["trainer.seed"] = std::to_string(config_.seed);
     md["trainer.world_size"] = std::to_string(comm_.size());
+    md["trainer.shard_optimizer"] = sharded() ? "1" : "0";  // for the record: the file holds whole tensors either way
     md["trainer.batch_size"] = std::to_string(config_.batch_size);
     md["trainer.lr_schedule"] = config_.lr_schedule;  // for the record; the rate is a function of the position
     md["trainer.ema"] = std::to_string(config_.ema);
@@ -226,9 +256,9 @@ void Trainer::save_periodic(const CheckpointDir& dir, const Position& at) {
     }
     if (tensor_parallel()) {
       md["trainer.tp"] = std::to_string(grid_->tp());
-      save_sharded_checkpoint(dir.path_for(at.step), model_, optimizer_.get(), md, *grid_);
+      save_sharded_checkpoint(dir.path_for(at.step), model_, optimizer, md, *grid_);
     } else {
-      save_checkpoint(dir.path_for(at.step), model_, optimizer_.get(), md);
+      save_checkpoint(dir.path_for(at.step), model_, optimizer, md);
     }
     if (is_logger()) dir.prune();
   }
@@ -278,12 +308,14 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
       model_.params().grads()[0] = std::numeric_limits<float>::infinity();
     // Unscale + inf/NaN check in one pass; every rank agrees to skip if any rank found one.
     const optim::LossScaleStep st =
-        scaler_->step(*optimizer_, model_.params().params(), model_.params().grads(), model_.params().size(),
-                      [this](bool local) {
+        scaler_->step(*optimizer_, model_.params().params(), model_.params().grads(), [this](bool local) {
                         const bool any = dist::any_rank(comm_, local);  // under --tp: and over the tensor group
                         return tensor_parallel() ? dist::any_rank(grid_->tp_comm(), any) : any;
                       });
-    if (st.applied) optimizer_->update_ema(model_.params().params());
+    if (st.applied) {
+      optimizer_->update_ema(model_.params().params());
+      gather_parameters();  // a skipped step changed nothing anywhere: nothing to gather
+    }
     if (!st.applied && is_logger())
       log_ << "fp16: gradients hold inf/NaN (on some rank) - step skipped on every rank, loss scale "
            << st.scale << " -> " << st.next_scale << std::endl;
@@ -291,6 +323,7 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
   }
   optimizer_->step(model_.params().params(), model_.params().grads());
   optimizer_->update_ema(model_.params().params());
+  gather_parameters();
   return loss;
 }
 
@@ -407,8 +440,8 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
   // --ema: the model ends holding the weights the final evaluation used, so --save writes those (the
   // optimizer's "ema" buffer then holds them too; the last periodic checkpoint keeps the raw weights).
   if (optimizer_->has_ema()) {
-    nn::ParameterSet& p = model_.params();
-    std::copy(optimizer_->ema(), optimizer_->ema() + p.size(), p.params());
+    optimizer_->copy_ema_to(model_.params().params());
+    gather_parameters();
   }
   if (reducer_) {
     const dist::GradReducerStats& st = reducer_->stats();

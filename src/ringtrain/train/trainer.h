@@ -62,6 +62,9 @@ struct TrainConfig {
   // precision (ops::kernels_for(level, precision)); fp16 here turns on dynamic loss scaling.
   std::string precision = "fp32";   // fp32 | bf16 | fp16
   std::string grad_comm = "fp32";   // gradients on the wire: fp32 | bf16 | fp16 (W > 1)
+  // --shard-optimizer (ZeRO stage 1): each data-parallel rank keeps and updates the optimizer state of
+  // its 1/W slice only (dist::GradReducerOptions::shard); the same bits as the unsharded ring (W > 1).
+  bool shard_optimizer = false;
 };
 
 struct TrainResult {
@@ -95,6 +98,10 @@ class Trainer {
   // Trains on train_split, evaluating on test_split after each epoch; returns the final figures.
   TrainResult fit(const data::Split& train_split, const data::Split& test_split);
   optim::Optimizer& optimizer() { return *optimizer_; }
+  // The optimizer a checkpoint writes: this one, or under --shard-optimizer the whole state gathered
+  // from every rank's slices into `gathered` (collective over the data-parallel group: every rank calls it).
+  optim::Optimizer* optimizer_for_checkpoint(std::unique_ptr<optim::Optimizer>& gathered);
+  bool sharded() const { return reducer_ && reducer_->sharded(); }
   // Tensor parallelism (--tp > 1; before fit()): the model's fc layers are split over grid's tensor group
   // and the communicator given to the constructor must be grid's data-parallel group (sampler, gradient
   // average, evaluation all run over it). Checkpoints are then gathered/split (train/tp_checkpoint.h),
@@ -119,6 +126,9 @@ class Trainer {
   bool is_logger() const;
   // --ema: swaps the weights with their average (twice: back again); evaluation runs on the average.
   void swap_ema();
+  // Under --shard-optimizer: every rank's updated slices of the parameters to every rank (after a step,
+  // or after the EMA swapped its slices in). Otherwise nothing.
+  void gather_parameters();
   bool tensor_parallel() const;
   void load_state(const std::string& path);  // weights + optimizer state, cut into shards under --tp
 
