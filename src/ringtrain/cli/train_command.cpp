@@ -276,7 +276,10 @@ int train_command(int argc, char** argv, int first) {
       const int buffers = (config.optimizer == "adam" ? 2 : 1) + (config.ema > 0.0 ? 1 : 0);
       model->reserve(config.batch_size);
       std::cout << train::memory_report(model->params(), buffers,
-                                        grid ? "rank 0 (dp 0, tp 0 of " + std::to_string(grid->tp()) + ")" : "rank 0",
+                                        (grid ? "rank 0 (dp 0, tp 0 of " + std::to_string(grid->tp()) + ")" : "rank 0") +
+                                            (config.shard_optimizer && dp_comm.size() > 1
+                                                 ? " before --shard-optimizer cuts the optimizer state (below)"
+                                                 : ""),
                                         model->activation_floats() * sizeof(float));
       if (*std::min_element(held.begin(), held.end()) != *std::max_element(held.begin(), held.end())) {
         std::cout << "  parameters held per rank:";
@@ -321,6 +324,8 @@ int train_command(int argc, char** argv, int first) {
       std::printf("gradient wait %.3f ms/step after backward (%s, %d buckets), %.3f ms/step in all-reduce calls\n",
                   result.grad_wait_ms_per_step, config.reducer.overlap ? "overlap on" : "overlap off",
                   result.gradient_buckets, result.allreduce_ms_per_step);
+    if (trainer.sharded())
+      std::printf("parameter all-gather %.3f ms/step after the optimizer (--shard-optimizer)\n", result.param_gather_ms_per_step);
     if (dp_comm.size() > 1)
       std::printf("all-reduce bytes per step: %.0f sent by each rank (gradients in %s)\n", result.allreduce_bytes_per_step,
                   config.grad_comm.c_str());

@@ -449,6 +449,7 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
     result.allreduce_seconds = st.comm_s;
     result.allreduce_ms_per_step = st.steps ? 1000.0 * st.comm_s / double(st.steps) : 0.0;
     result.gradient_buckets = int(reducer_->buckets().size());
+    result.param_gather_ms_per_step = st.steps ? 1000.0 * st.gather_s / double(st.steps) : 0.0;
     const std::size_t elem = dist::grad_comm_bytes(dist::parse_grad_comm(config_.grad_comm));
     for (const dist::Bucket& b : reducer_->buckets())
       result.allreduce_bytes_per_step += double(dist::ring_bytes_sent(b.count, comm_.size(), elem));

@@ -78,6 +78,7 @@ struct TrainResult {
   double allreduce_seconds = 0.0;      // total time inside gradient all-reduces (W > 1)
   double allreduce_ms_per_step = 0.0;  // the same per step of this process (W > 1)
   int gradient_buckets = 0;            // buckets the gradients were all-reduced in (W > 1)
+  double param_gather_ms_per_step = 0.0;  // --shard-optimizer: the updated parameters' all-gather
   double allreduce_bytes_per_step = 0.0;  // gradient bytes one rank sends a step (ring average; W > 1)
   int64_t skipped_steps = 0;           // fp16: steps skipped for inf/NaN gradients
   float loss_scale = 1.0f;             // fp16: the final loss scale
