@@ -2,7 +2,8 @@
 # `ringtrain train --shard-optimizer` (ZeRO-1) end to end, on a toy dataset (tests/cli/make_idx.py):
 #  - 2, 3 and 4 ranks: the saved checkpoint is bit-identical to the unsharded run's (the default recipe,
 #    Adam + EMA), and each rank holds at most 1/W of the optimizer state + 1% (the printed shard line);
-#  - fp16 with loss scaling (3 ranks) and resnet18 (2 ranks, a few steps): bit-identical too;
+#  - fp16 with loss scaling (3 ranks), --tp 2 on 4 ranks (sharded over each dp group of 2) and resnet18
+#    (2 ranks, a few steps): bit-identical too;
 #  - a sharded periodic checkpoint holds the same whole tensors as an unsharded one, and a run resumed
 #    from it on another world size (2 -> 3 ranks, sharded) ends bit-identical to the unsharded 2 -> 3 resume;
 #  - --shard-optimizer with 16-bit gradient traffic is refused with a one-line error.
@@ -49,6 +50,10 @@ done
 run 3 "$WORK/p16.log" --epochs 1 --precision fp16 --save "$WORK/p16.st"
 run 3 "$WORK/s16.log" --epochs 1 --precision fp16 --save "$WORK/s16.st" --shard-optimizer
 cmp -s "$WORK/p16.st" "$WORK/s16.st" && pass || fail "fp16, 3 ranks: sharded weights differ"
+
+run 4 "$WORK/ptp.log" --epochs 1 --tp 2 --save "$WORK/ptp.st"
+run 4 "$WORK/stp.log" --epochs 1 --tp 2 --save "$WORK/stp.st" --shard-optimizer
+cmp -s "$WORK/ptp.st" "$WORK/stp.st" && pass || fail "--tp 2 on 4 ranks (dp 2): sharded weights differ"
 
 run 2 "$WORK/pr.log" --model resnet18 --epochs 1 --max-steps 3 --batch-size 4 --save "$WORK/pr.st"
 run 2 "$WORK/sr.log" --model resnet18 --epochs 1 --max-steps 3 --batch-size 4 --save "$WORK/sr.st" --shard-optimizer
