@@ -2,7 +2,8 @@
 # `ringtrain train` across ranks, end to end, on a small toy dataset (made by tests/cli/make_idx.py):
 #  - mpirun -np 2 x batch 8 trains, learns, and only rank 0 prints (one accuracy line);
 #  - --nproc 2 is the same job (bit-identical checkpoint);
-#  - overlap on and --no-overlap give bit-identical weights (same buckets, same order);
+#  - overlap auto (the default: a trial of a few steps each way, then the faster), --overlap on and
+#    --no-overlap give bit-identical weights (same buckets, same order), and auto says what it chose;
 #  - 2 ranks x batch 8 sees the same samples each step as 1 rank x batch 16 (DistributedSampler), so the
 #    accuracy matches within 1 point; --allreduce mpi trains as well;
 #  - 3 ranks (200 test samples do not divide by 3): the accuracy printed equals single-process eval of
@@ -33,7 +34,16 @@ train --nproc 2 --batch-size 8 --save "$WORK/b.st" > "$WORK/b.log" 2>&1 || { fai
 cmp -s "$WORK/a.st" "$WORK/b.st" && pass || fail "--nproc 2 and mpirun -np 2 gave different weights"
 
 train --nproc 2 --batch-size 8 --no-overlap --save "$WORK/c.st" > "$WORK/c.log" 2>&1 || fail "--no-overlap exited $?"
-cmp -s "$WORK/a.st" "$WORK/c.st" && pass || fail "overlap on/off gave different weights"
+cmp -s "$WORK/a.st" "$WORK/c.st" && pass || fail "overlap auto/off gave different weights"
+grep -Eq "^overlap auto: [0-9.]+ ms/step with overlap, [0-9.]+ ms/step without .*: (overlap kept|gradients reduced after backward from now on)" "$WORK/b.log" &&
+  pass || { fail "--overlap auto did not report its trial"; cat "$WORK/b.log"; }
+train --nproc 2 --batch-size 8 --overlap on --save "$WORK/c2.st" > "$WORK/c2.log" 2>&1 || fail "--overlap on exited $?"
+cmp -s "$WORK/a.st" "$WORK/c2.st" && pass || fail "overlap auto/on gave different weights"
+grep -q "^overlap auto" "$WORK/c2.log" && fail "--overlap on ran a trial" || pass
+train --nproc 2 --overlap sometimes > "$WORK/c3.log" 2>&1
+[ $? -ne 0 ] && grep -q "overlap must be auto, on or off, got 'sometimes'" "$WORK/c3.log" && pass || fail "--overlap sometimes not refused"
+train --nproc 2 --overlap on --no-overlap > "$WORK/c4.log" 2>&1
+[ $? -ne 0 ] && grep -q "no-overlap contradicts --overlap on" "$WORK/c4.log" && pass || fail "--overlap on --no-overlap not refused"
 
 train --batch-size 16 > "$WORK/d.log" 2>&1 || fail "1 rank x batch 16 exited $?"
 d=$(acc_of "$WORK/d.log")

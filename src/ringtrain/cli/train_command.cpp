@@ -24,6 +24,7 @@
 #include "ringtrain/dist/half_allreduce.h"
 #include "ringtrain/train/checkpoint.h"
 #include "ringtrain/train/memory_report.h"
+#include "ringtrain/train/overlap_trial.h"
 #include "ringtrain/train/tp_checkpoint.h"
 #include "ringtrain/train/progress.h"
 #include "ringtrain/train/trainer.h"
@@ -71,7 +72,8 @@ Options train_options() {
   o.add("nproc", "", "run N ranks on this machine (re-runs this command under mpirun -np N)");
   o.add("allreduce", "ring", "gradient all-reduce: ring (ringtrain's) | mpi (the library's MPI_Allreduce)");
   o.add("bucket-kb", "128", "gradient bucket size in KiB (all-reduces start as buckets fill during backward)");
-  o.add_flag("no-overlap", "all-reduce the gradients only after backward (for comparison)");
+  o.add("overlap", "auto", "overlap the gradient all-reduces with backward: auto (time a few steps each way, keep the faster) | on | off");
+  o.add_flag("no-overlap", "the same as --overlap off: all-reduce the gradients only after backward");
   o.add_flag("shard-optimizer", "ZeRO-1: each rank keeps the optimizer state of 1/W of the parameters (reduce-scatter, update, all-gather)");
   o.add("timeout", "1800", "seconds a collective may take before the whole job is aborted (0: never)");
   o.add("tp", "1", "tensor-parallel ranks: fc1/fc2 split over this many ranks (must divide the ranks; dp = ranks / tp)");
@@ -199,7 +201,11 @@ int train_command(int argc, char** argv, int first) {
                                      opt.str("tp"));
   const int64_t bucket_kb = opt.integer("bucket-kb", 1, 1 << 20);
   config.reducer.bucket_bytes = std::size_t(bucket_kb) << 10;
-  config.reducer.overlap = !opt.flag("no-overlap");
+  config.overlap = opt.str("overlap");
+  train::parse_overlap(config.overlap);
+  check(!opt.flag("no-overlap") || !opt.given("overlap") || config.overlap == "off",
+        "--no-overlap contradicts --overlap " + config.overlap);
+  if (opt.flag("no-overlap")) config.overlap = "off";
   config.shard_optimizer = opt.flag("shard-optimizer");
   check(!config.shard_optimizer || config.grad_comm == "fp32",
         "--shard-optimizer needs --grad-comm fp32 (the 16-bit ring has no reduce-scatter), got --grad-comm " +
@@ -260,7 +266,7 @@ int train_command(int argc, char** argv, int first) {
               << ", kernels " << ops::isa_name(kernels.level) << " " << config.precision << " x " << threads
               << " thread(s)"
               << (dp_comm.size() > 1 ? std::string(", all-reduce ") + opt.str("allreduce") +
-                                        (config.reducer.overlap ? " overlapped" : " after backward") +
+                                        ", overlap " + config.overlap +
                                         (config.grad_comm != "fp32" ? ", gradients in " + config.grad_comm : std::string()) +
                                         (config.shard_optimizer ? ", optimizer state sharded" : "")
                                   : std::string())
@@ -322,7 +328,7 @@ int train_command(int argc, char** argv, int first) {
     }
     if (dp_comm.size() > 1)
       std::printf("gradient wait %.3f ms/step after backward (%s, %d buckets), %.3f ms/step in all-reduce calls\n",
-                  result.grad_wait_ms_per_step, config.reducer.overlap ? "overlap on" : "overlap off",
+                  result.grad_wait_ms_per_step, result.overlap_kept ? "overlap on" : "overlap off",
                   result.gradient_buckets, result.allreduce_ms_per_step);
     if (trainer.sharded())
       std::printf("parameter all-gather %.3f ms/step after the optimizer (--shard-optimizer)\n", result.param_gather_ms_per_step);

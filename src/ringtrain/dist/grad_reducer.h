@@ -94,6 +94,8 @@ class GradReducer {
   void all_gather(float* buf);
   int world_size() const { return world_; }
   bool overlap() const { return opt_.overlap; }
+  // Between steps only (--overlap auto's trial, train/overlap_trial.h): both modes give the same bits.
+  void set_overlap(bool on) { opt_.overlap = on; }
 
  private:
   void begin_step();        // every bucket waiting for its views again, nothing queued or started

@@ -18,6 +18,7 @@
 #include "ringtrain/train/checkpoint_dir.h"
 #include "ringtrain/train/metrics.h"
 #include "ringtrain/train/optimizer_shards.h"
+#include "ringtrain/train/overlap_trial.h"
 #include "ringtrain/train/progress.h"
 #include "ringtrain/train/tp_checkpoint.h"
 
@@ -111,6 +112,7 @@ Trainer::Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelT
     if (wire != dist::GradComm::Fp32) grad_comm_ = std::make_unique<dist::HalfGradCommunicator>(comm_, wire);
     dist::GradReducerOptions reducer_options = config.reducer;
     reducer_options.shard = config.shard_optimizer;
+    reducer_options.overlap = parse_overlap(config.overlap) != OverlapPolicy::Off;
     reducer_ = std::make_unique<dist::GradReducer>(p, grad_comm_ ? static_cast<dist::Communicator&>(*grad_comm_) : comm_,
                                                    reducer_options);
   }
@@ -124,6 +126,7 @@ Trainer::Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelT
   // The recipe (docs/RECIPE.md): the average starts at the (broadcast or --init-from) weights; a resumed
   // run replaces it with the checkpoint's "optim.ema" tensors.
   check_recipe(config);
+  parse_overlap(config.overlap);  // a one-line error now rather than at the first step
   if (config.ema > 0.0) optimizer_->enable_ema(float(config.ema), model_.params().params());
   schedule_ = lr_schedule_of(config);
   check(config.precision == "fp32" || config.precision == "bf16" || config.precision == "fp16",
@@ -353,6 +356,8 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
   Position after = start;
   const FaultInjection fault = fault_injection_from_env();
   // The hook names a world rank (under --tp the trainer's communicator is only the data-parallel group).
+  OverlapTrial overlap_trial(parse_overlap(config_.overlap));
+  int64_t steps_here = 0;  // steps of this process (the trial counts from this run's first)
   const char* world_rank_env = std::getenv("OMPI_COMM_WORLD_RANK");
   const int fault_rank = world_rank_env ? std::atoi(world_rank_env) : comm_.rank();
   for (int epoch = start.epoch; epoch < config_.epochs; ++epoch) {
@@ -370,7 +375,12 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
       // The rate at this step's place in training, in epochs: the same for any ranks x batch split.
       const double position = epoch + std::min(1.0, double(offset + b * global_batch) / double(train_split.count));
       optimizer_->set_lr(float(optim::scheduled_lr(schedule_, position)));
+      if (reducer_) reducer_->set_overlap(overlap_trial.overlap_at(steps_here));
+      const auto step_start = Clock::now();
       float loss = step(batch, result.steps);
+      if (reducer_ && overlap_trial.record(steps_here, seconds_since(step_start), comm_) && is_logger())
+        log_ << overlap_trial.summary() << std::endl;
+      ++steps_here;
       check(std::isfinite(loss), "training diverged: loss is " + std::to_string(loss) + " at epoch " +
                                      std::to_string(epoch + 1) + " batch " + std::to_string(b + 1));
       ++result.steps;
@@ -449,6 +459,7 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
     result.allreduce_seconds = st.comm_s;
     result.allreduce_ms_per_step = st.steps ? 1000.0 * st.comm_s / double(st.steps) : 0.0;
     result.gradient_buckets = int(reducer_->buckets().size());
+    result.overlap_kept = reducer_->overlap();
     result.param_gather_ms_per_step = st.steps ? 1000.0 * st.gather_s / double(st.steps) : 0.0;
     const std::size_t elem = dist::grad_comm_bytes(dist::parse_grad_comm(config_.grad_comm));
     for (const dist::Bucket& b : reducer_->buckets())

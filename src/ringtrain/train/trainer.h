@@ -65,6 +65,9 @@ struct TrainConfig {
   // --shard-optimizer (ZeRO stage 1): each data-parallel rank keeps and updates the optimizer state of
   // its 1/W slice only (dist::GradReducerOptions::shard); the same bits as the unsharded ring (W > 1).
   bool shard_optimizer = false;
+  // --overlap auto|on|off: auto times a few steps each way and keeps the faster (train/overlap_trial.h).
+  // Decides the reducer's mode (reducer.overlap is not read).
+  std::string overlap = "auto";
 };
 
 struct TrainResult {
@@ -78,7 +81,8 @@ struct TrainResult {
   double allreduce_seconds = 0.0;      // total time inside gradient all-reduces (W > 1)
   double allreduce_ms_per_step = 0.0;  // the same per step of this process (W > 1)
   int gradient_buckets = 0;            // buckets the gradients were all-reduced in (W > 1)
-  double param_gather_ms_per_step = 0.0;  // --shard-optimizer: the updated parameters' all-gather
+  double param_gather_ms_per_step = 0.0;
+  bool overlap_kept = true;            // W > 1: the mode the run ended in (--overlap auto's choice)  // --shard-optimizer: the updated parameters' all-gather
   double allreduce_bytes_per_step = 0.0;  // gradient bytes one rank sends a step (ring average; W > 1)
   int64_t skipped_steps = 0;           // fp16: steps skipped for inf/NaN gradients
   float loss_scale = 1.0f;             // fp16: the final loss scale
