@@ -2,8 +2,8 @@
 # Overlap against --no-overlap for every zoo model, and the 2-rank speed-up (docs/BENCHMARKS.md,
 # "Overlap for every zoo model"). For each model: RUNS rounds, each one 1-rank run and 2-rank runs with
 # overlap on and off (mpirun --bind-to core: a core per rank, the loader on the step's thread), same
-# per-rank batch, the digits; prints the medians of the step time (the trainer's training seconds / steps,
-# evaluation excluded), of the gradient wait after backward and of the global samples/s, and the speed-up
+# per-rank batch, the digits; prints the medians of the step time (ranks x batch / the trainer's global
+# samples/s, evaluation excluded), of the gradient wait after backward and of the global samples/s, and the speed-up
 # of 2 ranks (overlap on) over 1.
 #   bench/overlap_zoo.sh [RUNS=5] [MODELS="lenet5 resnet18 mobilenet_v2 vit"] [extra ringtrain train options]
 # BUILD_DIR (default build) holds the ringtrain binary; needs `ringtrain data prepare` first.
@@ -16,6 +16,7 @@ RT=${BUILD_DIR:-build}/ringtrain
 if [[ $(id -u) == 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# command: bench/overlap_zoo.sh $RUNS \"$MODELS\" $*"
+echo "# 'overlap on' is --overlap on (the default, --overlap auto, keeps whichever of the two its trial finds faster)"
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 # Steps and per-rank batch per model: enough steps for a few seconds of training a run.
@@ -32,7 +33,8 @@ run() {  # np model [args...] -> "step_ms wait_ms samples_per_s"
   rate=$(sed -n 's/^trained \([0-9]*\) steps in \([0-9.]*\)s (\([0-9.]*\) samples\/s.*/\3/p' <<<"$out")
   wait=$(sed -n 's/^gradient wait \([0-9.]*\) ms\/step.*/\1/p' <<<"$out")
   [[ -n $steps ]] || { echo "run failed: $out" >&2; exit 1; }
-  echo "$(echo "1000 * $secs / $steps" | bc -l) ${wait:-0} $rate"
+  # The step time from the global samples/s (printed to the sample; the seconds have one decimal).
+  echo "$(echo "1000 * $np * $(batch_of "$model") / $rate" | bc -l) ${wait:-0} $rate"
 }
 
 echo
@@ -42,7 +44,7 @@ for model in $MODELS; do
   s1=() r1=() son=() won=() ron=() soff=() woff=()
   for ((i = 0; i < RUNS; i++)); do
     read -r s _ r <<<"$(run 1 "$model" "$@")"; s1+=("$s"); r1+=("$r")
-    read -r s w r <<<"$(run 2 "$model" "$@")"; son+=("$s"); won+=("$w"); ron+=("$r")
+    read -r s w r <<<"$(run 2 "$model" --overlap on "$@")"; son+=("$s"); won+=("$w"); ron+=("$r")
     read -r s w _ <<<"$(run 2 "$model" --no-overlap "$@")"; soff+=("$s"); woff+=("$w")
   done
   m() { printf '%s\n' "$@" | median; }
