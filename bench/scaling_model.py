@@ -29,6 +29,22 @@ import sys
 F_BACKWARD = 2.0 / 3.0
 
 
+def fit_link(points):
+    """Per-hop alpha and beta of a link from 2-rank ring times [(bytes, seconds)]: the 2-rank ring is two
+    steps of n/2 bytes, t = 2 alpha + n beta; least squares on the relative error (a small message's
+    microseconds count as much as a large one's milliseconds), both clamped to >= 0."""
+    # Minimise sum ((a + b n - t) / t)^2: linear least squares in (a, b) with rows (1/t, n/t) -> 1.
+    s11 = sum(1 / t / t for n, t in points)
+    s12 = sum(n / t / t for n, t in points)
+    s22 = sum(n * n / t / t for n, t in points)
+    r1 = sum(1 / t for n, t in points)
+    r2 = sum(n / t for n, t in points)
+    det = s11 * s22 - s12 * s12
+    a = (r1 * s22 - r2 * s12) / det
+    b = (s11 * r2 - s12 * r1) / det
+    return {"alpha_s": max(a, 0.0) / 2, "beta_s_per_byte": max(b, 0.0)}
+
+
 def ring(n, W, a, b):
     return 0.0 if W == 1 else 2 * (W - 1) * a + 2 * (W - 1) / W * n * b
 
