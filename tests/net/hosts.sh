@@ -11,15 +11,16 @@
 #     host namespace rt-<pid>-h0: eth0 10.213.0.1    rt-<pid>-h1: eth0 10.213.0.2    ... (hostA, hostB, ...)
 #
 # mpirun reaches a host through an rsh agent ($HOSTS_DIR/agent: `ip netns exec <namespace> sh -c "<command>"`
-# for the host named, ssh's semantics), the way it reaches a real machine through ssh; the hosts share this
-# machine's filesystem, so the same binary path and data are on every host.
+# for the host named, ssh's semantics, in a UTS namespace of its own whose hostname is the host's name), the
+# way it reaches a real machine through ssh; the hosts share this machine's filesystem, so the same binary
+# path and data are on every host.
 #
 #   hosts_check            0 if namespaces, veth pairs and bridges can be made here; else prints why, returns 1
 #   hosts_up N DIR         N hosts (2-4) hostA..: namespaces, links, addresses; DIR gets agent and hostfile;
 #                          sets an EXIT trap (keeping the caller's) that takes everything down
-#   hosts_mpirun ARGS...   mpirun from the switch namespace, one rank per host (-np N unless ARGS say
-#                          otherwise), TCP between hosts (btl tcp,self), --bind-to none; killed after
-#                          $HOSTS_TIMEOUT seconds (default 600)
+#   hosts_mpirun ARGS...   mpirun from the switch namespace: $HOSTS_RANKS_PER_HOST ranks a host (default 1),
+#                          btl $HOSTS_BTL (default tcp,self: TCP even between ranks of one host; tcp,vader,self
+#                          for shared memory inside a host), --bind-to none; killed after $HOSTS_TIMEOUT s (600)
 #   hosts_bytes I sent|received   bytes host I has sent / received over its veth so far (counted at the switch)
 #   hosts_rate RATE        tbf rate limit (e.g. 1gbit) on every veth, both directions
 #   hosts_down             kills what still runs in the namespaces, deletes them (their veths and bridge go too)
@@ -63,7 +64,7 @@ hosts_check() {
   local probe=${HOSTS_PREFIX}probe err who=
   [ "$(id -u)" -eq 0 ] || who=" (not root: namespaces need CAP_NET_ADMIN and CAP_SYS_ADMIN)"
   if ! err=$(ip netns add "$probe" 2>&1); then echo "cannot create a network namespace$who: $err"; return 1; fi
-  if ! err=$( { ip netns exec "$probe" true && ip -n "$probe" link add br0 type bridge &&
+  if ! err=$( { ip netns exec "$probe" unshare --uts sh -c "echo probe > /proc/sys/kernel/hostname" && ip -n "$probe" link add br0 type bridge &&
                ip -n "$probe" link add p0 type veth peer name p1; } 2>&1); then
     ip netns del "$probe" 2>/dev/null
     echo "cannot enter a namespace or make a bridge / veth pair in it$who: $err"; return 1
@@ -119,11 +120,18 @@ hosts_up() {
     echo 'host=$1; shift'
     echo 'case $host in'
     for ((i = 0; i < n; i++)); do
-      echo "  ${HOSTS_NAMES[$i]}|$HOSTS_SUBNET.$((i + 1))) ns=${HOSTS_PREFIX}h$i ;;"
+      echo "  $HOSTS_SUBNET.$((i + 1))) host=${HOSTS_NAMES[$i]} ;;"
+    done
+    echo 'esac'
+    echo 'case $host in'
+    for ((i = 0; i < n; i++)); do
+      echo "  ${HOSTS_NAMES[$i]}) ns=${HOSTS_PREFIX}h$i ;;"
     done
     echo '  *) echo "agent: no emulated host $host" >&2; exit 255 ;;'
     echo 'esac'
-    echo 'exec ip netns exec "$ns" /bin/sh -c "$*"'
+    # Its own hostname too (a UTS namespace): Open MPI names its session directory and the shared-memory
+    # segments after the host, and two daemons under one name collide ("mkdir ... File exists", crashes).
+    echo 'exec ip netns exec "$ns" unshare --uts /bin/sh -c '"'"'echo "$0" > /proc/sys/kernel/hostname && exec /bin/sh -c "$1"'"'"' "$host" "$*"'
   } > "$HOSTS_DIR/agent" && chmod +x "$HOSTS_DIR/agent" || return 1
   : > "$HOSTS_DIR/hostfile"
   for ((i = 0; i < n; i++)); do echo "${HOSTS_NAMES[$i]} slots=1" >> "$HOSTS_DIR/hostfile"; done
@@ -131,12 +139,15 @@ hosts_up() {
 }
 
 hosts_mpirun() {
-  local np=()
-  case " $* " in *" -np "*|*" -n "*) ;; *) np=(-np "$HOSTS_N") ;; esac
+  local k=${HOSTS_RANKS_PER_HOST:-1} where=(--hostfile "$HOSTS_DIR/hostfile") i list=
+  if [ "$k" -gt 1 ]; then
+    for ((i = 0; i < HOSTS_N; i++)); do list+=${list:+,}${HOSTS_NAMES[$i]}:$k; done
+    where=(-H "$list")
+  fi
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PMIX_MCA_gds=hash \
-    timeout "${HOSTS_TIMEOUT:-600}" ip netns exec "${HOSTS_PREFIX}sw" "${MPIEXEC:-mpirun}" --hostfile "$HOSTS_DIR/hostfile" "${np[@]}" \
-    --mca plm_rsh_agent "$HOSTS_DIR/agent" --mca btl tcp,self --mca btl_tcp_if_include "$HOSTS_SUBNET.0/24" \
-    --mca oob_tcp_if_include "$HOSTS_SUBNET.0/24" --bind-to none "$@"
+    timeout "${HOSTS_TIMEOUT:-600}" ip netns exec "${HOSTS_PREFIX}sw" "${MPIEXEC:-mpirun}" "${where[@]}" \
+    -np $((HOSTS_N * k)) --mca plm_rsh_agent "$HOSTS_DIR/agent" --mca btl "${HOSTS_BTL:-tcp,self}" \
+    --mca btl_tcp_if_include "$HOSTS_SUBNET.0/24" --mca oob_tcp_if_include "$HOSTS_SUBNET.0/24" --bind-to none "$@"
 }
 
 hosts_bytes() {  # the switch's end of the pair receives what the host sends

@@ -5,6 +5,7 @@
 #  - LeNet-5 on the toy digits (tests/cli/make_idx.py), one epoch of 2 ranks x batch 8 (38 steps), with the
 #    ring and with MPI_Allreduce;
 #  - resnet18, 3 steps of 2 ranks x batch 4 (45 MB of gradients a step);
+#  - LeNet-5 with 2 ranks a host (4 ranks x batch 4): shared memory inside a host, TCP between hosts;
 #  - the weights saved by each run are cmp-equal to the one-host run's; each host's veth carried at least the
 #    gradient bytes of the run (steps x the reported "all-reduce bytes per step", the ring's figure) in each
 #    direction, so the traffic really crossed the emulated network.
@@ -43,11 +44,11 @@ case_() {
   hosts_mpirun "$RINGTRAIN" "${args[@]}" --save "$WORK/$name.hosts.st" > "$WORK/$name.hosts.log" 2>&1 ||
     { fail "$name across $N hosts exited $?"; cat "$WORK/$name.hosts.log"; return; }
   t1=$(date +%s.%N)
-  "$MPIEXEC" -np "$N" --oversubscribe --bind-to none "$RINGTRAIN" "${args[@]}" --save "$WORK/$name.one.st" \
+  "$MPIEXEC" -np $((N * ${HOSTS_RANKS_PER_HOST:-1})) --oversubscribe --bind-to none "$RINGTRAIN" "${args[@]}" --save "$WORK/$name.one.st" \
     > "$WORK/$name.one.log" 2>&1 || { fail "$name on one host exited $?"; cat "$WORK/$name.one.log"; return; }
   t2=$(date +%s.%N)
   echo "$name: $N hosts $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s, one host $(awk -v a="$t1" -v b="$t2" 'BEGIN {printf "%.1f", b - a}') s; $(grep -E '^(trained|gradient wait)' "$WORK/$name.hosts.log" | tr '\n' ' ')"
-  grep -q "$N rank(s) x batch" "$WORK/$name.hosts.log" && pass || { fail "$name: the hosts' run is not $N ranks"; cat "$WORK/$name.hosts.log"; }
+  grep -q "$((N * ${HOSTS_RANKS_PER_HOST:-1})) rank(s) x batch" "$WORK/$name.hosts.log" && pass || { fail "$name: the hosts' run is not $((N * ${HOSTS_RANKS_PER_HOST:-1})) ranks"; cat "$WORK/$name.hosts.log"; }
   cmp -s "$WORK/$name.hosts.st" "$WORK/$name.one.st" && pass ||
     fail "$name: weights across $N hosts differ from one host's (max relative difference $("$PYTHON" "$TESTS_DIR/compare_weights.py" "$WORK/$name.hosts.st" "$WORK/$name.one.st"))"
   local steps bytes need sent recv
@@ -57,7 +58,8 @@ case_() {
   # differ, but under any of them each rank sends and receives at least the gradient bytes (its values must
   # reach the others, theirs must reach it): W / (2(W-1)) x the report.
   need=$((steps * bytes))
-  case " $* " in *" --allreduce mpi "*) need=$((steps * bytes * N / (2 * (N - 1)))) ;; esac
+  local w=$((N * ${HOSTS_RANKS_PER_HOST:-1}))
+  case " $* " in *" --allreduce mpi "*) need=$((steps * bytes * w / (2 * (w - 1)))) ;; esac
   for ((i = 0; i < N; i++)); do
     sent=$(($(hosts_bytes $i sent) - sent0[i])); recv=$(($(hosts_bytes $i received) - recv0[i]))
     echo "  ${HOSTS_NAMES[$i]}: sent $sent bytes, received $recv over its veth (at least $need: $steps steps x $bytes reported)"
@@ -69,6 +71,9 @@ case_() {
 case_ lenet5_ring --epochs 1 --batch-size 8
 case_ lenet5_mpi --epochs 1 --batch-size 8 --allreduce mpi
 case_ resnet18 --model resnet18 --max-steps 3 --batch-size 4
+# Two ranks a host, shared memory inside each host and TCP between them (the usual real layout): the ring
+# 0 -> 1 -> 2 -> 3 -> 0 crosses between hosts twice, each host sends one rank's ring share over its veth.
+HOSTS_RANKS_PER_HOST=2 HOSTS_BTL=tcp,vader,self case_ lenet5_2x2 --epochs 1 --batch-size 4
 
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]
