@@ -31,6 +31,10 @@ python3 tests/cli/make_idx.py good "$WORK/toy" --train $((2 * BATCH * (STEPS + 1
 
 echo "# $(date -u +%FT%TZ) $(hostname), $(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)); load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# resnet18, 2 hosts x 1 rank x batch $BATCH, $STEPS steps, link: ${RATE} (tbf on both ends of each veth)"
+if [[ -x $BUILD_DIR/bench/bench_allreduce ]]; then  # the link: resnet18's whole gradient (44.7 MB) in one all-reduce
+  echo "# one all-reduce of 43654 KiB (resnet18's gradients in fp32) between the hosts, median of 5:"
+  hosts_mpirun "$PWD/$BUILD_DIR/bench/bench_allreduce" --repeats 5 --min-kb 43654 --max-kb 43654 | grep '^|' | sed 's/^/#   /'
+fi
 train=(train --model resnet18 --data "$WORK/toy" --batch-size "$BATCH" --max-steps "$STEPS" --epochs 1
        --log-every 0 --timeout 300 --seed 1)
 configs=("fp32 overlap" "fp32 no-overlap" "bf16 overlap" "bf16 no-overlap")
