@@ -7,12 +7,12 @@
 # and one rank alone.
 #
 #   bench/multi_host.sh [RUNS=3]      (as root)
-#   env: BATCH (per rank, default 64), STEPS (default 8), RATE (tc rate, default 1gbit; "none": no limit),
+#   env: BATCH (per rank, default 128), STEPS (default 8), RATE (tc rate, default 1gbit; "none": no limit),
 #        BUILD_DIR (default build), BENCH_OUT (raw logs; default a temporary directory, removed)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-3}
-BATCH=${BATCH:-64}
+BATCH=${BATCH:-128}
 STEPS=${STEPS:-8}
 RATE=${RATE:-1gbit}
 BUILD_DIR=${BUILD_DIR:-build}
