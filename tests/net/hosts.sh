@@ -34,8 +34,6 @@ HOSTS_N=0
 HOSTS_DIR=
 HOSTS_MADE=()
 
-hosts__ns_alive() { ip netns list 2>/dev/null | awk '{print $1}' | grep -qx -- "$1"; }
-
 # Namespaces left by a run that was killed (SIGKILL skips the EXIT trap): rt-<pid>-* whose pid is gone.
 hosts__reap_stale() {
   local ns pid
