@@ -4,9 +4,9 @@
 #   scripts/setup.sh          building and training: compilers, CMake, OpenMPI, zlib, libpng, CLI11,
 #                             nlohmann-json, protobuf + the ONNX schema (`ringtrain export`), curl (`data prepare`)
 #   scripts/setup.sh --dev    the above plus what the tests and benchmarks use: GoogleTest, Google Benchmark,
-#                             clang/libFuzzer, tmux and bc (CLI tests), Fashion-MNIST, Debian's PyTorch and
-#                             torchvision (golden fixtures, PyTorch checks and baselines), ONNX's checker and
-#                             OpenCV (export checks), oneDNN (the measured rival)
+#                             clang/libFuzzer, tmux and bc (CLI tests), iproute2 (emulated hosts, tests/net),
+#                             Fashion-MNIST, Debian's PyTorch and torchvision (golden fixtures, PyTorch checks
+#                             and baselines), ONNX's checker and OpenCV (export checks), oneDNN (the measured rival)
 #
 # Safe to run again: apt and cmake skip what is already done. The README says what each level installs on a
 # bare machine and how long it took.
@@ -33,6 +33,7 @@ PACKAGES=(
 DEV_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   tmux bc                          # CLI tests: the progress bar on a terminal, timing sums
+  iproute2                         # ip, tc: emulated hosts (network namespaces) for the multi-host test and benchmark
   clang libclang-rt-14-dev         # libFuzzer targets for the file parsers (scripts/fuzz.sh)
   dataset-fashion-mnist            # Fashion-MNIST IDX files under /usr/share/datasets
   python3 python3-numpy python3-torch python3-torchvision libopenblas0-openmp   # golden fixtures, PyTorch checks and baselines
