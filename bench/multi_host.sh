@@ -38,7 +38,7 @@ fi
 train=(train --model resnet18 --data "$WORK/toy" --batch-size "$BATCH" --max-steps "$STEPS" --epochs 1
        --log-every 0 --timeout 300 --seed 1)
 configs=("fp32 overlap" "fp32 no-overlap" "bf16 overlap" "bf16 no-overlap")
-args_of() { local a=(--grad-comm "${1%% *}"); [[ $1 == *no-overlap ]] && a+=(--no-overlap); echo "${a[@]}"; }
+args_of() { local a=(--grad-comm "${1%% *}"); [[ $1 == *no-overlap ]] && a+=(--overlap off) || a+=(--overlap on); echo "${a[@]}"; }
 field() { sed -n "$2" "$1" | head -1; }
 for ((r = 0; r < RUNS; r++)); do
   echo "# round $((r + 1)) of $RUNS: load $(cut -d' ' -f1-3 /proc/loadavg)"
