@@ -68,6 +68,11 @@ struct TrainConfig {
   // --overlap auto|on|off: auto times a few steps each way and keeps the faster (train/overlap_trial.h).
   // Decides the reducer's mode (reducer.overlap is not read).
   std::string overlap = "auto";
+  // --micro-batches M: each step's per-rank batch is cut into M micro-batches run forward and backward one
+  // after another, their gradients summed (each scaled by 1/batch, so the sum is the batch mean), then one
+  // optimizer step. Batch norm sees each micro-batch alone (GPipe). The data-parallel all-reduce runs once,
+  // overlapping the last micro-batch's backward. Must divide batch_size.
+  int micro_batches = 1;
 };
 
 struct TrainResult {
@@ -94,6 +99,8 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& config, std:
 // errors naming the option. The Trainer checks them when it is built; the train command calls it before
 // any data is read.
 void check_recipe(const TrainConfig& config);
+// --micro-batches at least 1 and dividing --batch-size, with one-line errors.
+void check_micro_batches(const TrainConfig& config);
 
 class Trainer {
  public:
@@ -149,6 +156,9 @@ class Trainer {
   int64_t step_calls_ = 0;                      // steps run by this process (fault injection)
   dist::ProcessGrid* grid_ = nullptr;           // --tp > 1 (set_process_grid)
   AlignedBuffer<float> dlogits_, probs_;
+  // --micro-batches > 1: the gradients of a step's earlier micro-batches, summed (add_micro_batch_grads).
+  AlignedBuffer<float> grad_sum_;
+  void add_micro_batch_grads(const std::vector<int>& views, bool first);
   optim::LrSchedule schedule_;
 };
 
