@@ -450,49 +450,70 @@ TEST(VitTensorParallel, RefusesATpThatDoesNotDivideTheHeads) {
   EXPECT_NO_THROW(nn::make_model_tp("vit", one));
 }
 
+// vit's head starts at zero (torchvision's init), which leaves the encoder without gradients at first:
+// give it weights so every gradient of the first step is non-trivial.
+std::unique_ptr<nn::Model> make_vit_for_test() {
+  auto model = nn::make_vit();
+  model->init_parameters(kInitSeed);
+  auto& p = model->params();
+  Rng rng(3);
+  for (std::size_t w : {p.views().size() - 2, p.views().size() - 1}) {
+    const auto& v = p.views()[w];
+    for (std::size_t i = 0; i < v.numel; ++i) p.params()[v.offset + i] = rng.uniform(-0.1f, 0.1f);
+  }
+  return model;
+}
+
+optim::Sgd make_sgd(std::size_t n) {
+  optim::SgdOptions o;
+  o.lr = 0.01f;
+  o.momentum = 0.9f;
+  return optim::Sgd(n, o);
+}
+
+// SGD with momentum rather than Adam, as tests/mpi/test_zoo_data_parallel.cpp argues: the key third of
+// in_proj_bias has an exactly zero gradient, so it holds rounding noise, which Adam's first steps turn into
+// updates of +-lr (the 30 Adam steps of tests/mpi/vit_tp_train.sh leave that third out of the comparison).
 TEST(VitTensorParallel, TrainsLikeOneProcessWithTheGlobalBatch) {
   const int W = world_size(), tp = model_tp(W), dp = W / tp;
   const auto& k = ops::kernels_for(ops::default_isa());
   const Data d = ringtrain::testing::make_synthetic_digits(int64_t(kSteps) * dp * kBatch, 5);
-  // One process, batch dp x B. (Step 1 moves only the zero-initialised head: the encoder's gradients are
-  // zero until the head is not; steps 2.. move everything.)
-  auto ref = nn::make_vit();
-  ref->init_parameters(kInitSeed);
+  // One process, batch dp x B.
+  auto ref = make_vit_for_test();
   ref->reserve(dp * kBatch);
-  optim::Adam ref_adam(ref->params().size(), {});
+  optim::Sgd ref_opt = make_sgd(ref->params().size());
   std::vector<float> ref_grads;
   for (int s = 0; s < kSteps; ++s)
-    train_step(k, *ref, ref_adam, d, int64_t(s) * dp * kBatch, dp * kBatch, nullptr, s == 1 ? &ref_grads : nullptr);
+    train_step(k, *ref, ref_opt, d, int64_t(s) * dp * kBatch, dp * kBatch, nullptr, s == 0 ? &ref_grads : nullptr);
 
   MpiCommunicator world(MPI_COMM_WORLD, test_options());
   ProcessGrid grid(world, tp, test_options());
-  auto whole = nn::make_vit();
-  whole->init_parameters(kInitSeed);
+  auto whole = make_vit_for_test();
   auto model = nn::make_vit_tp(grid.tensor_group());
   auto& p = model->params();
   split_to_shards(whole->params(), whole->params().params(), p, p.params());
   model->reserve(kBatch);
-  optim::Adam adam(p.size(), {});
+  optim::Sgd opt = make_sgd(p.size());
   GradReducer reducer(p, grid.dp_comm(), {});
-  std::vector<float> grads2(whole->params().size()), local;
+  std::vector<float> grads1(whole->params().size()), local;
   for (int s = 0; s < kSteps; ++s) {
-    train_step(k, *model, adam, d, (int64_t(s) * dp + grid.dp_rank()) * kBatch, kBatch, &reducer, s == 1 ? &local : nullptr);
-    if (s == 1) gather_shards(p, local.data(), whole->params(), grads2.data(), grid.tp_comm());
+    train_step(k, *model, opt, d, (int64_t(s) * dp + grid.dp_rank()) * kBatch, kBatch, &reducer, s == 0 ? &local : nullptr);
+    if (s == 0) gather_shards(p, local.data(), whole->params(), grads1.data(), grid.tp_comm());
   }
   std::vector<float> weights(whole->params().size());
   gather_shards(p, p.params(), whole->params(), weights.data(), grid.tp_comm());
   std::string worst;
-  const double g_rel = max_rel(whole->params(), grads2.data(), ref_grads.data(), &worst);
-  EXPECT_LE(g_rel, 1e-5) << "step-2 gradients differ in " << worst;
+  const double g_rel = max_rel(whole->params(), grads1.data(), ref_grads.data(), &worst);
+  EXPECT_LE(g_rel, 1e-5) << "step-1 gradients differ in " << worst;
   const double w_rel = max_rel(whole->params(), weights.data(), ref->params().params(), &worst);
   EXPECT_LE(w_rel, 1e-5) << "weights after " << kSteps << " steps differ in " << worst;
   // Each block: g forward and f backward, for the attention and the MLP: 4 all-reduces of [B, 17, 128].
   EXPECT_EQ(nn::tensor_parallel_floats_per_sample(*model), 6 * 4 * 17 * 128);
   EXPECT_EQ(grid.tensor_group().stats().calls, tp > 1 ? 6 * 4 * kSteps : 0);
   EXPECT_EQ(replica_mismatches(p, p.params(), grid.tp_comm()), 0);
-  for (const auto& b : adam.state()) EXPECT_EQ(replica_mismatches(p, b.data, grid.tp_comm()), 0) << b.name;
+  for (const auto& b : opt.state()) EXPECT_EQ(replica_mismatches(p, b.data, grid.tp_comm()), 0) << b.name;
   if (world_rank() == 0)
-    std::printf("  vit dp=%d tp=%d: step-2 grads rel %.2e, weights after %d steps rel %.2e (worst %s)\n", dp, tp, g_rel,
+    std::printf("  vit dp=%d tp=%d: step-1 grads rel %.2e, weights after %d steps rel %.2e (worst %s)\n", dp, tp, g_rel,
                 kSteps, w_rel, worst.c_str());
 }
 

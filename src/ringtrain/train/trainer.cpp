@@ -279,17 +279,24 @@ void Trainer::save_periodic(const CheckpointDir& dir, const Position& at) {
   if (tensor_parallel()) grid_->tp_comm().barrier();
 }
 
-void Trainer::add_micro_batch_grads(const std::vector<int>& views, bool first) {
-  // first: grad_sum_ = grads (the step's first micro-batch); otherwise grads += grad_sum_ (the last).
+void Trainer::add_micro_batch_grads(const std::vector<int>& views, MicroBatch which) {
+  // The first micro-batch starts the sum, the middle ones add to it, the last gets it added: the gradients
+  // end as g_last + (((g_0 + g_1) + g_2) ...), the same order every step.
   nn::ParameterSet& p = model_.params();
   for (int i : views) {
     const nn::ParamView& v = p.views()[std::size_t(i)];
     float* g = p.grads() + v.offset;
     float* sum = grad_sum_.data() + v.offset;
-    if (first) {
-      std::copy(g, g + v.numel, sum);
-    } else {
-      for (std::size_t j = 0; j < v.numel; ++j) g[j] += sum[j];
+    switch (which) {
+      case MicroBatch::First:
+        std::copy(g, g + v.numel, sum);
+        break;
+      case MicroBatch::Middle:
+        for (std::size_t j = 0; j < v.numel; ++j) sum[j] += g[j];
+        break;
+      case MicroBatch::Last:
+        for (std::size_t j = 0; j < v.numel; ++j) g[j] += sum[j];
+        break;
     }
   }
 }
@@ -330,7 +337,7 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
       model_.backward(kernels_, x, dlogits_.data(), n);
       if (all_views.empty())
         for (std::size_t i = 0; i < model_.params().views().size(); ++i) all_views.push_back(int(i));
-      add_micro_batch_grads(all_views, m == 0);
+      add_micro_batch_grads(all_views, m == 0 ? MicroBatch::First : MicroBatch::Middle);
       continue;
     }
     if (reducer_) {
@@ -341,7 +348,7 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
       if (M > 1) {
         const nn::Model::GradReadyHook reduce = reducer_->hook();
         model_.backward(kernels_, x, dlogits_.data(), n, [&](const nn::Layer& layer) {
-          add_micro_batch_grads(layer.param_indices(), false);
+          add_micro_batch_grads(layer.param_indices(), MicroBatch::Last);
           reduce(layer);
         });
       } else {
@@ -350,7 +357,7 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
       reducer_->wait();
     } else {
       model_.backward(kernels_, x, dlogits_.data(), n);
-      if (M > 1) add_micro_batch_grads(all_views, false);
+      if (M > 1) add_micro_batch_grads(all_views, MicroBatch::Last);
     }
   }
   if (M > 1) loss = float(loss_sum / double(N));  // the batch mean

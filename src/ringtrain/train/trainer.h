@@ -158,7 +158,8 @@ class Trainer {
   AlignedBuffer<float> dlogits_, probs_;
   // --micro-batches > 1: the gradients of a step's earlier micro-batches, summed (add_micro_batch_grads).
   AlignedBuffer<float> grad_sum_;
-  void add_micro_batch_grads(const std::vector<int>& views, bool first);
+  enum class MicroBatch { First, Middle, Last };
+  void add_micro_batch_grads(const std::vector<int>& views, MicroBatch which);
   optim::LrSchedule schedule_;
 };
 
