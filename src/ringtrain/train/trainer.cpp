@@ -141,7 +141,7 @@ Trainer::Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelT
   if (config.precision == "fp16") scaler_ = std::make_unique<optim::LossScaler>();
   check_micro_batches(config);
   model_.reserve(config.batch_size / config.micro_batches);  // activations for one micro-batch at a time
-  if (config.micro_batches > 1) grad_sum_.resize(model.params().size());
+  if (config.micro_batches > 1) grad_sum_ = std::make_unique<GradAccumulator>(model.params());
   dlogits_.resize(std::size_t(config.batch_size) * model.num_classes());
   probs_.resize(std::size_t(config.batch_size) * model.num_classes());
 }
@@ -279,42 +279,19 @@ void Trainer::save_periodic(const CheckpointDir& dir, const Position& at) {
   if (tensor_parallel()) grid_->tp_comm().barrier();
 }
 
-void Trainer::add_micro_batch_grads(const std::vector<int>& views, MicroBatch which) {
-  // The first micro-batch starts the sum, the middle ones add to it, the last gets it added: the gradients
-  // end as g_last + (((g_0 + g_1) + g_2) ...), the same order every step.
-  nn::ParameterSet& p = model_.params();
-  for (int i : views) {
-    const nn::ParamView& v = p.views()[std::size_t(i)];
-    float* g = p.grads() + v.offset;
-    float* sum = grad_sum_.data() + v.offset;
-    switch (which) {
-      case MicroBatch::First:
-        std::copy(g, g + v.numel, sum);
-        break;
-      case MicroBatch::Middle:
-        for (std::size_t j = 0; j < v.numel; ++j) sum[j] += g[j];
-        break;
-      case MicroBatch::Last:
-        for (std::size_t j = 0; j < v.numel; ++j) g[j] += sum[j];
-        break;
-    }
-  }
-}
-
 float Trainer::step(const data::Batch& batch, int64_t step_index) {
   const int N = batch.N, K = model_.num_classes();
   const std::size_t input = std::size_t(shape_numel(model_.input_shape()));
   // fp16: the loss is scaled (the gradient of the logits carries the factor) so small gradients survive.
   const float loss_scale = scaler_ ? scaler_->scale() : 1.0f;
-  // --micro-batches M: samples [N m / M, N (m+1) / M) one after another (an epoch's short last batch is cut
-  // as evenly as it goes). Each micro-batch's logit gradients are scaled by 1/N, the whole batch's, so the
-  // gradients summed over the micro-batches are those of the batch mean.
+  // --micro-batches M: the micro-batches one after another (train/grad_accumulator.h). Each one's logit
+  // gradients are scaled by 1/N, the whole batch's, so the gradients summed over them are the batch mean's.
   const int M = std::max(1, std::min(config_.micro_batches, N));
   double loss_sum = 0.0;
   float loss = 0.0f;
-  std::vector<int> all_views;
   for (int m = 0; m < M; ++m) {
-    const int n0 = int(int64_t(N) * m / M), n = int(int64_t(N) * (m + 1) / M) - n0;
+    const MicroBatchRange mb = micro_batch(N, M, m);
+    const int n0 = mb.begin, n = mb.size();
     const float* x = batch.x + std::size_t(n0) * input;
     const uint8_t* labels = batch.labels + n0;
     // Dropout masks are a function of (seed, step, sample): the same on a resumed run, at any world size.
@@ -335,9 +312,10 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
     }
     if (m + 1 < M) {  // an earlier micro-batch: its gradients join the sum, nothing is communicated yet
       model_.backward(kernels_, x, dlogits_.data(), n);
-      if (all_views.empty())
-        for (std::size_t i = 0; i < model_.params().views().size(); ++i) all_views.push_back(int(i));
-      add_micro_batch_grads(all_views, m == 0 ? MicroBatch::First : MicroBatch::Middle);
+      if (m == 0)
+        grad_sum_->start();
+      else
+        grad_sum_->add();
       continue;
     }
     if (reducer_) {
@@ -345,19 +323,11 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
       // (every rank has the same N, so the average of the ranks' means is the global batch mean). With
       // micro-batches, each layer's gradients get the earlier micro-batches' sum added before the hook
       // reports them, so a bucket is all-reduced once a step, whole, overlapping this last backward.
-      if (M > 1) {
-        const nn::Model::GradReadyHook reduce = reducer_->hook();
-        model_.backward(kernels_, x, dlogits_.data(), n, [&](const nn::Layer& layer) {
-          add_micro_batch_grads(layer.param_indices(), MicroBatch::Last);
-          reduce(layer);
-        });
-      } else {
-        model_.backward(kernels_, x, dlogits_.data(), n, reducer_->hook());
-      }
+      model_.backward(kernels_, x, dlogits_.data(), n, M > 1 ? grad_sum_->finishing(reducer_->hook()) : reducer_->hook());
       reducer_->wait();
     } else {
       model_.backward(kernels_, x, dlogits_.data(), n);
-      if (M > 1) add_micro_batch_grads(all_views, MicroBatch::Last);
+      if (M > 1) grad_sum_->finish_all();
     }
   }
   if (M > 1) loss = float(loss_sum / double(N));  // the batch mean

@@ -20,6 +20,7 @@
 #include "ringtrain/optim/optimizer.h"
 #include "ringtrain/optim/schedule.h"
 #include "ringtrain/train/evaluate.h"
+#include "ringtrain/train/grad_accumulator.h"
 
 namespace ringtrain::dist {
 class ProcessGrid;
@@ -156,10 +157,8 @@ class Trainer {
   int64_t step_calls_ = 0;                      // steps run by this process (fault injection)
   dist::ProcessGrid* grid_ = nullptr;           // --tp > 1 (set_process_grid)
   AlignedBuffer<float> dlogits_, probs_;
-  // --micro-batches > 1: the gradients of a step's earlier micro-batches, summed (add_micro_batch_grads).
-  AlignedBuffer<float> grad_sum_;
-  enum class MicroBatch { First, Middle, Last };
-  void add_micro_batch_grads(const std::vector<int>& views, MicroBatch which);
+  // --micro-batches > 1: the gradients of a step's earlier micro-batches, summed (train/grad_accumulator.h).
+  std::unique_ptr<GradAccumulator> grad_sum_;
   optim::LrSchedule schedule_;
 };
 
