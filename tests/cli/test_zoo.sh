@@ -41,7 +41,7 @@ expect_error "unknown model" "--model 'resnet50' is not one of lenet5, resnet18,
 expect_error "another model's checkpoint" "is a resnet18 checkpoint, not vit" \
   "$RINGTRAIN" eval --checkpoint "$WORK/resnet18.st" --data "$WORK/toy" --model vit
 expect_error "init from another model" "is a vit checkpoint, not mobilenet_v2" $T --model mobilenet_v2 --init-from "$WORK/vit.st"
-expect_error "--tp on a zoo model" "--tp: tensor parallelism splits only lenet5" $T --model vit --tp 2
+expect_error "--tp on a model it cannot split" "--tp: tensor parallelism splits lenet5's fully connected layers and vit's encoder, not --model resnet18" $T --model resnet18 --tp 2
 expect_error "bench --model" "--model 'alexnet' is not one of" "$RINGTRAIN" bench --model alexnet --data "$WORK/toy"
 
 # Kill-and-resume, resnet18: 2 epochs of 12 steps, a checkpoint every 5 steps, killed after step 8.

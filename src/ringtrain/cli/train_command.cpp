@@ -17,8 +17,8 @@
 #include "ringtrain/dist/launcher.h"
 #include "ringtrain/dist/mpi_communicator.h"
 #include "ringtrain/dist/process_grid.h"
-#include "ringtrain/nn/models/lenet5.h"
 #include "ringtrain/nn/models/zoo.h"
+#include "ringtrain/nn/tp_regions.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/ops/lowp.h"
 #include "ringtrain/dist/half_allreduce.h"
@@ -76,7 +76,10 @@ Options train_options() {
   o.add_flag("no-overlap", "the same as --overlap off: all-reduce the gradients only after backward");
   o.add_flag("shard-optimizer", "ZeRO-1: each rank keeps the optimizer state of 1/W of the parameters (reduce-scatter, update, all-gather)");
   o.add("timeout", "1800", "seconds a collective may take before the whole job is aborted (0: never)");
-  o.add("tp", "1", "tensor-parallel ranks: fc1/fc2 split over this many ranks (must divide the ranks; dp = ranks / tp)");
+  o.add("tp", "1", "tensor-parallel ranks: lenet5's fc1/fc2 or vit's encoder (attention by heads, MLP) split over this "
+                   "many ranks (must divide the ranks, and for vit its 4 heads; dp = ranks / tp)");
+  o.add("micro-batches", "1", "cut each step's per-rank batch into this many micro-batches, gradients accumulated "
+                             "(one optimizer step; must divide --batch-size)");
   o.add_flag("drop-last", "drop the samples that do not divide by the number of ranks (else pad, as PyTorch)");
   o.add("save", "", "write the final weights to this safetensors checkpoint");
   o.add("checkpoint-dir", "", "write periodic checkpoints (weights, optimizer and trainer state) here");
@@ -142,8 +145,7 @@ int train_command(int argc, char** argv, int first) {
   const int64_t tp = opt.integer("tp", 1, 4096);
   const std::string model_name = opt.str("model");
   nn::make_model(model_name);  // a bad name is refused here, before anything is launched or read
-  check(tp == 1 || model_name == "lenet5",
-        "--tp: tensor parallelism splits only lenet5's fully connected layers so far (--model " + model_name + ")");
+  nn::check_tensor_parallel(model_name, int(tp));  // e.g. vit's 4 heads and --tp 3: refused before any work
   // --nproc N outside mpirun: become `mpirun -np N ringtrain train ...`, or with --max-restarts
   // supervise it, relaunching from the newest checkpoint when a rank dies.
   const int64_t max_restarts = opt.integer("max-restarts", 0, 1000);
@@ -161,6 +163,8 @@ int train_command(int argc, char** argv, int first) {
   // Ranges are checked before a value is narrowed to int (--epochs 4294967297 is not 1 epoch).
   config.epochs = int(opt.integer("epochs", 1, 1000000));
   config.batch_size = int(opt.integer("batch-size", 1, 65536));
+  config.micro_batches = int(opt.integer("micro-batches", 1, 65536));
+  train::check_micro_batches(config);
   config.lr = opt.number("lr");
   config.optimizer = opt.str("optimizer");
   config.momentum = opt.number("momentum");
@@ -242,11 +246,11 @@ int train_command(int argc, char** argv, int first) {
   if (tp > 1) grid = std::make_unique<dist::ProcessGrid>(comm, int(tp), mpi_options);
   dist::Communicator& dp_comm = grid ? grid->dp_comm() : comm;
   data::Dataset dataset = data::load_dataset(opt.str("data"));
-  auto model = grid ? nn::make_lenet5_tp(grid->tensor_group()) : nn::make_model(model_name);
+  auto model = grid ? nn::make_model_tp(model_name, grid->tensor_group()) : nn::make_model(model_name);
   model->set_threads(int(threads));
   if (grid) {  // every rank cuts its shards from the same whole weights
     if (opt.str("init-from").empty()) {
-      auto whole = nn::make_lenet5();
+      auto whole = nn::make_model(model_name);
       whole->init_parameters(config.seed);
       dist::split_to_shards(whole->params(), whole->params().params(), model->params(), model->params().params());
     } else {
@@ -280,7 +284,7 @@ int train_command(int argc, char** argv, int first) {
     if (comm.rank() == 0 && !config.quiet) {
       // Adam's two moments (SGD's momentum), plus the weights' average with --ema: all sharded alike.
       const int buffers = (config.optimizer == "adam" ? 2 : 1) + (config.ema > 0.0 ? 1 : 0);
-      model->reserve(config.batch_size);
+      model->reserve(config.batch_size / config.micro_batches);  // the trainer runs one micro-batch at a time
       std::cout << train::memory_report(model->params(), buffers,
                                         (grid ? "rank 0 (dp 0, tp 0 of " + std::to_string(grid->tp()) + ")" : "rank 0") +
                                             (config.shard_optimizer && dp_comm.size() > 1
@@ -318,9 +322,10 @@ int train_command(int argc, char** argv, int first) {
     std::printf("trained %lld steps in %.1fs (%.0f samples/s, data wait %.2f%% of step time)\n",
                 (long long)result.steps, result.train_seconds, result.samples_per_second,
                 100.0 * result.data_wait_fraction);
-    if (grid) {  // fc2's output forward + fc1's input gradient backward: [B,84] + [B,400] floats a step
+    if (grid) {  // lenet5: fc2's output forward + fc1's input gradient backward, [B,84] + [B,400] floats a
+                 // step; vit: each block's attention and MLP, g forward + f backward, 4 x [B,17,128]
       const auto& st = grid->tensor_group().stats();
-      const double per_step = 4.0 * config.batch_size * (84 + 400);
+      const double per_step = 4.0 * config.batch_size * double(nn::tensor_parallel_floats_per_sample(*model));
       std::printf("tensor-parallel all-reduce: %d bytes a training step per rank (%.0f sent on the ring); "
                   "%.1f MiB in %lld calls over training and evaluation, %.2fs\n",
                   int(per_step), per_step * 2.0 * (grid->tp() - 1) / grid->tp(), 4.0 * double(st.floats) / 1048576.0,

@@ -56,6 +56,8 @@ class ColumnParallelLinear : public Layer {
                 float* din, int N) override;
   const std::vector<int64_t>& bounds() const { return bounds_; }
   int local_out() const { return int(bounds_[group_.rank() + 1] - bounds_[group_.rank()]); }
+  // Floats one sample moves through the group's all-reduce in a training step (dx, backward).
+  int64_t allreduce_floats_per_sample() const { return in_features_; }
 
  private:
   int in_features_, out_features_;
@@ -74,6 +76,8 @@ class RowParallelLinear : public Layer {
                 float* din, int N) override;
   const std::vector<int64_t>& bounds() const { return bounds_; }
   int local_in() const { return int(bounds_[group_.rank() + 1] - bounds_[group_.rank()]); }
+  // Floats one sample moves through the group's all-reduce in a training step (the output, forward).
+  int64_t allreduce_floats_per_sample() const { return out_features_; }
 
  private:
   int in_features_, out_features_;

@@ -14,8 +14,8 @@ int ParameterSet::declare(const std::string& name, const Shape& shape, int fan_i
   return int(views_.size()) - 1;
 }
 
-int ParameterSet::declare_shard(const std::string& name, const ShardInfo& shard, int fan_in) {
-  int i = declare(name, shard.shard_shape(shard.index), fan_in);
+int ParameterSet::declare_shard(const std::string& name, const ShardInfo& shard, int fan_in, Init init) {
+  int i = declare(name, shard.shard_shape(shard.index), fan_in, init);
   views_[std::size_t(i)].shard = shard;
   return i;
 }

@@ -59,8 +59,9 @@ class ParameterSet {
   // Declares a parameter; returns its index. Only before allocate().
   int declare(const std::string& name, const Shape& shape, int fan_in, Init init = {});
   // Declares shard shard.index of a tensor-parallel parameter: the view holds the shard's shape, the name
-  // stays the whole tensor's PyTorch name.
-  int declare_shard(const std::string& name, const ShardInfo& shard, int fan_in);
+  // stays the whole tensor's PyTorch name. (A sharded model takes its weights cut from a whole one; init
+  // says what the whole tensor's would be.)
+  int declare_shard(const std::string& name, const ShardInfo& shard, int fan_in, Init init = {});
   // Declares a non-trainable F32 buffer (all elements `initial`) or an I64 counter; returns its index.
   int declare_buffer(const std::string& name, const Shape& shape, double initial);
   int declare_counter(const std::string& name);

@@ -8,7 +8,7 @@ namespace ringtrain::nn {
 
 Shape ShardInfo::shard_shape(int r) const {
   Shape s = full;
-  if (sharded()) s[std::size_t(dim)] = end(r) - begin(r);
+  if (sharded()) s[std::size_t(dim)] = int64_t(blocks) * (end(r) - begin(r));
   return s;
 }
 
@@ -32,7 +32,8 @@ void check_split(const std::vector<int64_t>& bounds, int64_t D, int T, const std
 }
 
 namespace {
-// The whole tensor as [outer, D, inner] with D = full[dim]; a shard is [outer, end-begin, inner].
+// The whole tensor as [outer, D, inner] with D = full[dim] / blocks and outer counting the blocks too
+// (outer = the dimensions before dim x blocks); a shard is [outer, end-begin, inner].
 void copy_shard(const ShardInfo& info, int r, const float* src, float* dst, bool to_full) {
   if (!info.sharded()) {
     std::memcpy(dst, src, std::size_t(shape_numel(info.full)) * sizeof(float));
@@ -41,7 +42,11 @@ void copy_shard(const ShardInfo& info, int r, const float* src, float* dst, bool
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < info.dim; ++d) outer *= info.full[std::size_t(d)];
   for (std::size_t d = std::size_t(info.dim) + 1; d < info.full.size(); ++d) inner *= info.full[d];
-  const int64_t D = info.full[std::size_t(info.dim)];
+  check(info.blocks >= 1 && info.full[std::size_t(info.dim)] % info.blocks == 0,
+        "shard: " + std::to_string(info.full[std::size_t(info.dim)]) + " elements are not " +
+            std::to_string(info.blocks) + " equal blocks");
+  outer *= info.blocks;
+  const int64_t D = info.full[std::size_t(info.dim)] / info.blocks;
   const int64_t b = info.begin(r), n = info.end(r) - b;
   for (int64_t o = 0; o < outer; ++o) {
     const std::size_t full_at = std::size_t((o * D + b) * inner), shard_at = std::size_t(o * n * inner);

@@ -7,6 +7,11 @@
 // A split of D elements into T shards is T+1 increasing bounds, bounds[0] = 0, bounds[T] = D; shard r is
 // [bounds[r], bounds[r+1]). even_split() gives sizes that differ by at most one (the first D % T shards
 // one larger), as torch.tensor_split does.
+//
+// A blocked split (blocks = B > 1) cuts a dimension of B x D elements that holds B blocks of D side by
+// side - attention's packed in_proj_weight [3D, D] is q | k | v - by the same bounds in every block:
+// shard r is rows [b*D + bounds[r], b*D + bounds[r+1]) of each block b, in block order, so the shard is
+// itself packed (its q | k | v rows of the rank's heads). bounds then split D, not B x D.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -19,8 +24,9 @@ namespace ringtrain::nn {
 struct ShardInfo {
   Shape full;                   // PyTorch shape of the whole tensor (also when not sharded)
   int dim = -1;                 // dimension cut (-1: not sharded, the same tensor on every rank)
-  std::vector<int64_t> bounds;  // T+1 bounds along dim
+  std::vector<int64_t> bounds;  // T+1 bounds along dim (within one block when blocks > 1)
   int index = 0;                // this rank's shard
+  int blocks = 1;               // dim holds this many blocks, each cut by bounds (see above)
 
   bool sharded() const { return dim >= 0; }
   int count() const { return sharded() ? int(bounds.size()) - 1 : 1; }

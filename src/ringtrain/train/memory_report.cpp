@@ -23,6 +23,7 @@ std::string layer_of(const std::string& name) {
   return name.substr(0, end);
 }
 bool is_fc(const std::string& layer) { return layer.rfind("fc", 0) == 0; }
+bool is_encoder(const std::string& name) { return name.rfind("encoder.", 0) == 0; }
 }  // namespace
 
 MemoryTotals memory_totals(const nn::ParameterSet& params) {
@@ -34,6 +35,10 @@ MemoryTotals memory_totals(const nn::ParameterSet& params) {
     if (is_fc(layer_of(v.name))) {
       t.fc_params += v.numel;
       t.fc_whole += whole;
+    }
+    if (is_encoder(v.name)) {
+      t.encoder_params += v.numel;
+      t.encoder_whole += whole;
     }
   }
   return t;
@@ -79,6 +84,13 @@ std::string memory_report(const nn::ParameterSet& params, int optimizer_buffers,
                   "  fully connected layers: %zu of %zu parameters on this rank (%.1f%%; the same share of their "
                   "gradients and optimizer state)\n",
                   t.fc_params, t.fc_whole, 100.0 * t.fc_share());
+    out += line;
+  }
+  if (t.encoder_whole > 0) {
+    std::snprintf(line, sizeof line,
+                  "  encoder: %zu of %zu parameters on this rank (%.1f%%; the same share of their gradients and "
+                  "optimizer state)\n",
+                  t.encoder_params, t.encoder_whole, 100.0 * t.encoder_share());
     out += line;
   }
   std::size_t buffer_elements = 0;

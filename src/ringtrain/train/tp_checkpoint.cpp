@@ -3,14 +3,22 @@
 #include <vector>
 
 #include "ringtrain/core/error.h"
-#include "ringtrain/nn/models/lenet5.h"
+#include "ringtrain/nn/models/zoo.h"
 #include "ringtrain/train/checkpoint.h"
 
 namespace ringtrain::train {
 
-WholeModelFactory lenet5_factory() {
-  return [] { return nn::make_lenet5(); };
+WholeModelFactory whole_model_factory(const std::string& name) {
+  return [name] { return nn::make_model(name); };
 }
+
+WholeModelFactory lenet5_factory() { return whole_model_factory("lenet5"); }
+
+namespace {
+std::unique_ptr<nn::Model> make_whole_of(const nn::Model& model, const WholeModelFactory& make_whole) {
+  return make_whole ? make_whole() : nn::make_model(model.name());
+}
+}  // namespace
 
 std::unique_ptr<optim::Optimizer> optimizer_like(optim::Optimizer& like, std::size_t n) {
   std::unique_ptr<optim::Optimizer> out;
@@ -36,7 +44,7 @@ std::unique_ptr<optim::Optimizer> optimizer_like(optim::Optimizer& like, std::si
 void save_sharded_checkpoint(const std::string& path, const nn::Model& model, optim::Optimizer* optimizer,
                              const std::map<std::string, std::string>& metadata, dist::ProcessGrid& grid,
                              const WholeModelFactory& make_whole) {
-  auto whole = make_whole();
+  auto whole = make_whole_of(model, make_whole);
   const nn::ParameterSet& p = model.params();
   nn::ParameterSet& w = whole->params();
   dist::gather_shards(p, p.params(), w, w.params(), grid.tp_comm());
@@ -51,14 +59,14 @@ void save_sharded_checkpoint(const std::string& path, const nn::Model& model, op
 }
 
 void load_sharded_weights(const std::string& path, nn::Model& model, const WholeModelFactory& make_whole) {
-  auto whole = make_whole();
+  auto whole = make_whole_of(model, make_whole);
   load_weights(path, *whole);
   dist::split_to_shards(whole->params(), whole->params().params(), model.params(), model.params().params());
 }
 
 void load_sharded_optimizer_state(const std::string& path, optim::Optimizer& optimizer, const nn::Model& model,
                                   const WholeModelFactory& make_whole) {
-  auto whole = make_whole();
+  auto whole = make_whole_of(model, make_whole);
   auto whole_opt = optimizer_like(optimizer, whole->params().size());
   load_optimizer_state(path, *whole_opt, *whole);
   auto st = optimizer.state(), whole_st = whole_opt->state();

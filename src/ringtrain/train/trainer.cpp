@@ -91,6 +91,13 @@ void check_recipe(const TrainConfig& config) {
   optim::check_schedule(lr_schedule_of(config));
 }
 
+void check_micro_batches(const TrainConfig& config) {
+  check(config.micro_batches >= 1, "--micro-batches must be at least 1, got " + std::to_string(config.micro_batches));
+  check(config.batch_size % config.micro_batches == 0,
+        "--micro-batches " + std::to_string(config.micro_batches) + " does not divide --batch-size " +
+            std::to_string(config.batch_size) + " (every micro-batch holds the same number of samples)");
+}
+
 Trainer::Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelTable& kernels,
                  dist::Communicator& comm, std::ostream& log)
     : config_(config), model_(model), kernels_(kernels), comm_(comm), log_(log) {
@@ -132,7 +139,9 @@ Trainer::Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelT
   check(config.precision == "fp32" || config.precision == "bf16" || config.precision == "fp16",
         "--precision must be fp32, bf16 or fp16, got '" + config.precision + "'");
   if (config.precision == "fp16") scaler_ = std::make_unique<optim::LossScaler>();
-  model_.reserve(config.batch_size);
+  check_micro_batches(config);
+  model_.reserve(config.batch_size / config.micro_batches);  // activations for one micro-batch at a time
+  if (config.micro_batches > 1) grad_sum_ = std::make_unique<GradAccumulator>(model.params());
   dlogits_.resize(std::size_t(config.batch_size) * model.num_classes());
   probs_.resize(std::size_t(config.batch_size) * model.num_classes());
 }
@@ -272,31 +281,56 @@ void Trainer::save_periodic(const CheckpointDir& dir, const Position& at) {
 
 float Trainer::step(const data::Batch& batch, int64_t step_index) {
   const int N = batch.N, K = model_.num_classes();
-  // Dropout masks are a function of (seed, step, sample): the same on a resumed run, at any world size.
-  model_.set_step(config_.seed, step_index, batch.indices);
-  const float* logits = model_.forward(kernels_, batch.x, N);
-  float loss = kernels_.softmax_xent_forward(probs_.data(), logits, batch.labels, N, K);
+  const std::size_t input = std::size_t(shape_numel(model_.input_shape()));
   // fp16: the loss is scaled (the gradient of the logits carries the factor) so small gradients survive.
   const float loss_scale = scaler_ ? scaler_->scale() : 1.0f;
-  kernels_.softmax_xent_backward(dlogits_.data(), probs_.data(), batch.labels, N, K, loss_scale / float(N));
-  if (config_.label_smoothing > 0.0) {
-    // Targets (1 - eps) onehot + eps/K: the gradient (p - target) s = (p - onehot) s + eps s (onehot - 1/K).
-    // The reported loss stays the cross-entropy against the true labels.
-    const float es = float(config_.label_smoothing) * loss_scale / float(N), uniform = es / float(K);
-    for (int n = 0; n < N; ++n) {
-      float* d = dlogits_.data() + std::size_t(n) * K;
-      for (int k = 0; k < K; ++k) d[k] -= uniform;
-      d[batch.labels[n]] += es;
+  // --micro-batches M: the micro-batches one after another (train/grad_accumulator.h). Each one's logit
+  // gradients are scaled by 1/N, the whole batch's, so the gradients summed over them are the batch mean's.
+  const int M = std::max(1, std::min(config_.micro_batches, N));
+  double loss_sum = 0.0;
+  float loss = 0.0f;
+  for (int m = 0; m < M; ++m) {
+    const MicroBatchRange mb = micro_batch(N, M, m);
+    const int n0 = mb.begin, n = mb.size();
+    const float* x = batch.x + std::size_t(n0) * input;
+    const uint8_t* labels = batch.labels + n0;
+    // Dropout masks are a function of (seed, step, sample): the same on a resumed run, at any world size.
+    model_.set_step(config_.seed, step_index, batch.indices ? batch.indices + n0 : nullptr);
+    const float* logits = model_.forward(kernels_, x, n);
+    loss = kernels_.softmax_xent_forward(probs_.data(), logits, labels, n, K);
+    loss_sum += double(loss) * n;
+    kernels_.softmax_xent_backward(dlogits_.data(), probs_.data(), labels, n, K, loss_scale / float(N));
+    if (config_.label_smoothing > 0.0) {
+      // Targets (1 - eps) onehot + eps/K: the gradient (p - target) s = (p - onehot) s + eps s (onehot - 1/K).
+      // The reported loss stays the cross-entropy against the true labels.
+      const float es = float(config_.label_smoothing) * loss_scale / float(N), uniform = es / float(K);
+      for (int i = 0; i < n; ++i) {
+        float* d = dlogits_.data() + std::size_t(i) * K;
+        for (int k = 0; k < K; ++k) d[k] -= uniform;
+        d[labels[i]] += es;
+      }
+    }
+    if (m + 1 < M) {  // an earlier micro-batch: its gradients join the sum, nothing is communicated yet
+      model_.backward(kernels_, x, dlogits_.data(), n);
+      if (m == 0)
+        grad_sum_->start();
+      else
+        grad_sum_->add();
+      continue;
+    }
+    if (reducer_) {
+      // Buckets start their all-reduce as backward fills them; wait() returns the averaged gradients
+      // (every rank has the same N, so the average of the ranks' means is the global batch mean). With
+      // micro-batches, each layer's gradients get the earlier micro-batches' sum added before the hook
+      // reports them, so a bucket is all-reduced once a step, whole, overlapping this last backward.
+      model_.backward(kernels_, x, dlogits_.data(), n, M > 1 ? grad_sum_->finishing(reducer_->hook()) : reducer_->hook());
+      reducer_->wait();
+    } else {
+      model_.backward(kernels_, x, dlogits_.data(), n);
+      if (M > 1) grad_sum_->finish_all();
     }
   }
-  if (reducer_) {
-    // Buckets start their all-reduce as backward fills them; wait() returns the averaged gradients
-    // (every rank has the same N, so the average of the ranks' means is the global batch mean).
-    model_.backward(kernels_, batch.x, dlogits_.data(), N, reducer_->hook());
-    reducer_->wait();
-  } else {
-    model_.backward(kernels_, batch.x, dlogits_.data(), N);
-  }
+  if (M > 1) loss = float(loss_sum / double(N));  // the batch mean
   ++step_calls_;
   if (scaler_) {
     // Fault injection for the skip test (tests/cli/test_mixed_precision.sh): RINGTRAIN_FAULT_INF_GRAD=

@@ -20,6 +20,7 @@
 #include "ringtrain/optim/optimizer.h"
 #include "ringtrain/optim/schedule.h"
 #include "ringtrain/train/evaluate.h"
+#include "ringtrain/train/grad_accumulator.h"
 
 namespace ringtrain::dist {
 class ProcessGrid;
@@ -68,6 +69,11 @@ struct TrainConfig {
   // --overlap auto|on|off: auto times a few steps each way and keeps the faster (train/overlap_trial.h).
   // Decides the reducer's mode (reducer.overlap is not read).
   std::string overlap = "auto";
+  // --micro-batches M: each step's per-rank batch is cut into M micro-batches run forward and backward one
+  // after another, their gradients summed (each scaled by 1/batch, so the sum is the batch mean), then one
+  // optimizer step. Batch norm sees each micro-batch alone (GPipe). The data-parallel all-reduce runs once,
+  // overlapping the last micro-batch's backward. Must divide batch_size.
+  int micro_batches = 1;
 };
 
 struct TrainResult {
@@ -94,6 +100,8 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& config, std:
 // errors naming the option. The Trainer checks them when it is built; the train command calls it before
 // any data is read.
 void check_recipe(const TrainConfig& config);
+// --micro-batches at least 1 and dividing --batch-size, with one-line errors.
+void check_micro_batches(const TrainConfig& config);
 
 class Trainer {
  public:
@@ -149,6 +157,8 @@ class Trainer {
   int64_t step_calls_ = 0;                      // steps run by this process (fault injection)
   dist::ProcessGrid* grid_ = nullptr;           // --tp > 1 (set_process_grid)
   AlignedBuffer<float> dlogits_, probs_;
+  // --micro-batches > 1: the gradients of a step's earlier micro-batches, summed (train/grad_accumulator.h).
+  std::unique_ptr<GradAccumulator> grad_sum_;
   optim::LrSchedule schedule_;
 };
 

@@ -4,6 +4,13 @@
 // encoder blocks (x + attention(ln_1(x)), then x + mlp(ln_2(x)), GELU, layer norms with eps 1e-6), a
 // final layer norm, and the head on the class token. Dropout is 0 in this configuration (torchvision's
 // default), so it has no layers here.
+//
+// make_vit_tp splits each encoder block over a tensor group as Megatron-LM does (docs/DISTRIBUTED.md):
+//   ln_1 -> f -> attention on the rank's heads (in_proj by heads, out_proj by input columns) -> g ->
+//   + out_proj.bias -> + x -> ln_2 -> f -> mlp.0 column-parallel -> GELU -> mlp.3 row-parallel -> g ->
+//   + mlp.3.bias -> + h
+// (f, g: nn/tp_regions.h). conv_proj, the class token, the position embedding, the layer norms and the
+// head stay whole on every rank.
 #include <cmath>
 
 #include "ringtrain/nn/attention.h"
@@ -12,38 +19,65 @@
 #include "ringtrain/nn/layer_norm.h"
 #include "ringtrain/nn/linear.h"
 #include "ringtrain/nn/models/zoo.h"
+#include "ringtrain/nn/parallel_attention.h"
+#include "ringtrain/nn/parallel_token_linear.h"
 #include "ringtrain/nn/pointwise.h"
+#include "ringtrain/nn/token_bias.h"
 #include "ringtrain/nn/token_linear.h"
+#include "ringtrain/nn/tp_regions.h"
 #include "ringtrain/nn/vit_tokens.h"
 
 namespace ringtrain::nn {
 
 namespace {
 
-constexpr int kImage = 28, kPatch = 7, kLayers = 6, kHeads = 4, kHidden = 128, kMlp = 512, kClasses = 10;
+constexpr int kImage = 28, kPatch = 7, kLayers = 6, kHeads = kVitHeads, kHidden = 128, kMlp = 512, kClasses = 10;
 constexpr double kLayerNormEps = 1e-6;
 
 // MLPBlock's init: xavier_uniform_ weights, normal_(std=1e-6) biases.
+Init mlp_weight_init(int in, int out) { return Init::uniform(std::sqrt(6.0 / double(in + out))); }
+const Init kMlpBiasInit = Init::normal(1e-6);
 std::unique_ptr<TokenLinear> mlp_linear(const std::string& name, int in, int out) {
-  return std::make_unique<TokenLinear>(name, in, out, Init::uniform(std::sqrt(6.0 / double(in + out))),
-                                       Init::normal(1e-6));
+  return std::make_unique<TokenLinear>(name, in, out, mlp_weight_init(in, out), kMlpBiasInit);
+}
+
+// Self-attention of a block on ln_1's output (the last value): whole, or split by heads over tp.
+int attention(GraphBuilder& g, const std::string& name, TensorGroup* tp) {
+  if (!tp) return g.add(std::make_unique<MultiheadSelfAttention>(name, kHidden, kHeads));
+  g.add(std::make_unique<CopyToTensorGroup>(name + ".copy_to_tp", *tp));
+  g.add(std::make_unique<HeadParallelSelfAttention>(name, kHidden, kHeads, *tp));
+  g.add(std::make_unique<ReduceFromTensorGroup>(name + ".reduce_from_tp", *tp));
+  return g.add(std::make_unique<TokenBias>(name + ".out_proj", kHidden, Init::constant(0.0), kHidden));
+}
+
+// MLPBlock on ln_2's output: mlp.0 -> GELU -> mlp.3, whole or split over tp.
+int mlp(GraphBuilder& g, const std::string& name, TensorGroup* tp) {
+  if (!tp) {
+    g.add(mlp_linear(name + ".0", kHidden, kMlp));
+    g.add(std::make_unique<GELU>(name + ".1"));
+    return g.add(mlp_linear(name + ".3", kMlp, kHidden));
+  }
+  g.add(std::make_unique<CopyToTensorGroup>(name + ".copy_to_tp", *tp));
+  g.add(std::make_unique<ColumnParallelTokenLinear>(name + ".0", kHidden, kMlp, *tp, std::vector<int64_t>{},
+                                                    mlp_weight_init(kHidden, kMlp), kMlpBiasInit));
+  g.add(std::make_unique<GELU>(name + ".1"));
+  g.add(std::make_unique<RowParallelTokenLinear>(name + ".3", kMlp, kHidden, *tp, std::vector<int64_t>{},
+                                                 mlp_weight_init(kMlp, kHidden)));
+  g.add(std::make_unique<ReduceFromTensorGroup>(name + ".reduce_from_tp", *tp));
+  return g.add(std::make_unique<TokenBias>(name + ".3", kHidden, kMlpBiasInit, kMlp));
 }
 
 // EncoderBlock: x + self_attention(ln_1(x)), then that + mlp(ln_2(that)).
-int encoder_block(GraphBuilder& g, const std::string& name, int x) {
+int encoder_block(GraphBuilder& g, const std::string& name, int x, TensorGroup* tp) {
   g.add(std::make_unique<LayerNorm>(name + ".ln_1", kHidden, kLayerNormEps), {x});
-  int a = g.add(std::make_unique<MultiheadSelfAttention>(name + ".self_attention", kHidden, kHeads));
+  const int a = attention(g, name + ".self_attention", tp);
   const int h = g.add(std::make_unique<Add>(name + ".add_1"), {a, x});
   g.add(std::make_unique<LayerNorm>(name + ".ln_2", kHidden, kLayerNormEps), {h});
-  g.add(mlp_linear(name + ".mlp.0", kHidden, kMlp));
-  g.add(std::make_unique<GELU>(name + ".mlp.1"));
-  const int y = g.add(mlp_linear(name + ".mlp.3", kMlp, kHidden));
+  const int y = mlp(g, name + ".mlp", tp);
   return g.add(std::make_unique<Add>(name + ".add_2"), {y, h});
 }
 
-}  // namespace
-
-std::unique_ptr<Model> make_vit() {
+std::unique_ptr<Model> vit_with(TensorGroup* tp) {
   constexpr int grid = kImage / kPatch, tokens = grid * grid + 1;
   GraphBuilder g({1, kImage, kImage});
   // The replaced patch embedding keeps nn.Conv2d's default init (weight and bias).
@@ -51,7 +85,7 @@ std::unique_ptr<Model> make_vit() {
   g.add(std::make_unique<PatchTokens>("patch_tokens"));
   g.add(std::make_unique<ClassToken>("class_token", kHidden));
   int x = g.add(std::make_unique<PositionEmbedding>("encoder.pos_embedding", tokens, kHidden));
-  for (int l = 0; l < kLayers; ++l) x = encoder_block(g, "encoder.layers.encoder_layer_" + std::to_string(l), x);
+  for (int l = 0; l < kLayers; ++l) x = encoder_block(g, "encoder.layers.encoder_layer_" + std::to_string(l), x, tp);
   g.add(std::make_unique<LayerNorm>("encoder.ln", kHidden, kLayerNormEps));
   g.add(std::make_unique<SelectToken>("class_token_out", 0));
   // torchvision zeroes the head (weight and bias).
@@ -59,6 +93,15 @@ std::unique_ptr<Model> make_vit() {
   auto model = g.build();
   model->set_name("vit");
   return model;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> make_vit() { return vit_with(nullptr); }
+
+std::unique_ptr<Model> make_vit_tp(TensorGroup& tp) {
+  check_tensor_parallel("vit", tp.size());
+  return vit_with(&tp);
 }
 
 }  // namespace ringtrain::nn

@@ -26,4 +26,16 @@ std::unique_ptr<Model> make_resnet18();
 std::unique_ptr<Model> make_mobilenet_v2();
 std::unique_ptr<Model> make_vit();
 
+// Tensor parallelism (--tp T, docs/DISTRIBUTED.md): lenet5 (fc1/fc2 split, make_lenet5_tp) and vit (each
+// encoder block's attention split by heads and its MLP split, Megatron-LM; make_vit_tp). The same
+// parameter names as the whole model; the views hold this rank's shards. tp must outlive the model.
+class TensorGroup;
+// Throws a one-line Error unless `name` can be split over tp ranks (tp > 1: a model above; vit: tp divides
+// its 4 heads). Cheap: for refusing an option before any work.
+void check_tensor_parallel(const std::string& name, int tp);
+std::unique_ptr<Model> make_model_tp(const std::string& name, TensorGroup& tp);
+std::unique_ptr<Model> make_vit_tp(TensorGroup& tp);
+// vit's attention heads (torchvision's num_heads = 4).
+constexpr int kVitHeads = 4;
+
 }  // namespace ringtrain::nn
