@@ -11,6 +11,7 @@
 
 #include "ringtrain/data/dataset.h"
 #include "ringtrain/data/loader.h"
+#include "ringtrain/dist/allreduce_cost_model.h"
 #include "ringtrain/dist/communicator.h"
 #include "ringtrain/dist/grad_reducer.h"
 #include "ringtrain/dist/half_allreduce.h"
@@ -101,6 +102,11 @@ class Trainer {
   // only world rank 0 logs, fp16 skips are agreed over the whole world, and the replicated parameters are
   // checked bit-identical across the tensor group after each evaluation.
   void set_process_grid(dist::ProcessGrid* grid) { grid_ = grid; }
+  // --allreduce auto (before fit()): the model the communicator picks each bucket's algorithm by (shared
+  // with it). Every periodic checkpoint records it (trainer.allreduce_calibration) and the plan it gives
+  // (trainer.allreduce_plan); a resumed run on the same world takes the checkpoint's model instead of its
+  // own fresh calibration, so every bucket keeps its algorithm, hence its order of additions and its bits.
+  void set_allreduce_model(std::shared_ptr<dist::AllreduceCostModel> model) { allreduce_model_ = std::move(model); }
 
  private:
   // One step (the run's step_index-th, counting from 0) on a prepared batch; returns the batch loss.
@@ -116,6 +122,7 @@ class Trainer {
   };
   Position resume_from(const class CheckpointDir& dir, int64_t dataset_size);
   void save_periodic(const class CheckpointDir& dir, const Position& at);
+  void restore_allreduce_model(const std::map<std::string, std::string>& md, const std::string& path);
   bool is_logger() const;
   // --ema: swaps the weights with their average (twice: back again); evaluation runs on the average.
   void swap_ema();
@@ -133,6 +140,7 @@ class Trainer {
   std::unique_ptr<optim::LossScaler> scaler_;   // --precision fp16
   int64_t step_calls_ = 0;                      // steps run by this process (fault injection)
   dist::ProcessGrid* grid_ = nullptr;           // --tp > 1 (set_process_grid)
+  std::shared_ptr<dist::AllreduceCostModel> allreduce_model_;  // --allreduce auto (set_allreduce_model)
   AlignedBuffer<float> dlogits_, probs_;
   optim::LrSchedule schedule_;
 };
