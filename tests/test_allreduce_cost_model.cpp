@@ -40,6 +40,7 @@ AllreduceCostModel two_lines() {
   AllreduceCostModel m;
   m.world_size = 4;
   m.hosts = 1;
+  m.max_bytes = std::size_t(1) << 20;
   m.lines[AllreduceAlgorithm::RecursiveDoubling] = {5e-6, 4e-10};
   m.lines[AllreduceAlgorithm::Ring] = {30e-6, 1e-10};
   return m;
@@ -52,7 +53,16 @@ TEST(AllreduceCostModel, ChoosesTheCheapestLinePerSize) {
   EXPECT_EQ(m.choose(80000), AllreduceAlgorithm::RecursiveDoubling);
   EXPECT_EQ(m.choose(90000), AllreduceAlgorithm::Ring);
   EXPECT_EQ(AllreduceCostModel{}.choose(4096), AllreduceAlgorithm::Ring) << "empty: the ring";
-  EXPECT_THROW(m.predict(AllreduceAlgorithm::Mpi, 1), Error);
+}
+
+TEST(AllreduceCostModel, TrustsOnlyTheRingAboveTheLargestSizeTimed) {
+  AllreduceCostModel m = two_lines();
+  m.lines[AllreduceAlgorithm::Mpi] = {1e-6, 0.5e-10};  // cheapest everywhere, on paper
+  EXPECT_EQ(m.choose(m.max_bytes), AllreduceAlgorithm::Mpi);
+  EXPECT_EQ(m.choose(m.max_bytes + 1), AllreduceAlgorithm::Ring);
+  m.lines.erase(AllreduceAlgorithm::Ring);
+  EXPECT_EQ(m.choose(m.max_bytes + 1), AllreduceAlgorithm::Mpi) << "no ring line: the cheapest one";
+  EXPECT_THROW(m.predict(AllreduceAlgorithm::Hierarchical, 1), Error) << "no line for hier";
 }
 
 TEST(AllreduceCostModel, PlanNamesEachBucket) {
@@ -69,6 +79,7 @@ TEST(AllreduceCostModel, JsonRoundTripsExactly) {
   const AllreduceCostModel back = AllreduceCostModel::from_json(m.to_json(), "x");
   EXPECT_EQ(back.world_size, 4);
   EXPECT_EQ(back.hosts, 1);
+  EXPECT_EQ(back.max_bytes, m.max_bytes);
   ASSERT_EQ(back.lines.size(), 3u);
   for (const auto& [a, f] : m.lines) {
     EXPECT_EQ(back.lines.at(a).alpha_s, f.alpha_s) << allreduce_name(a);

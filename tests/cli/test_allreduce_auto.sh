@@ -39,7 +39,7 @@ grep -q "test accuracy" "$WORK/bad.log" "$WORK/mis.log" && fail "trained despite
 
 # Hand-made calibrations that pick one algorithm for every size: rd (A) and ring (B). At 3 ranks they
 # add in different orders, so the weights tell which one ran.
-model() { echo "{\"format\":\"ringtrain-allreduce-calibration\",\"version\":1,\"world_size\":3,\"hosts\":1,\"algorithms\":{\"$1\":{\"alpha_s\":1e-05,\"beta_s_per_byte\":1e-10}}}"; }
+model() { echo "{\"format\":\"ringtrain-allreduce-calibration\",\"version\":1,\"world_size\":3,\"hosts\":1,\"max_bytes\":2097152,\"algorithms\":{\"$1\":{\"alpha_s\":1e-05,\"beta_s_per_byte\":1e-10}}}"; }
 model rd > "$WORK/A.json"
 model ring > "$WORK/B.json"
 job 3 --allreduce-calibration "$WORK/A.json" --save "$WORK/A.st" > "$WORK/A.log" 2>&1 || { fail "run A exited $?"; cat "$WORK/A.log"; }

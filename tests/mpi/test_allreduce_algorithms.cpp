@@ -233,6 +233,7 @@ TEST(Communicator, AutoFollowsItsModelPerSize) {
   AllreduceCostModel m;
   m.world_size = world_size();
   m.hosts = 1;
+  m.max_bytes = std::size_t(1) << 30;
   m.lines[AllreduceAlgorithm::RecursiveDoubling] = {1e-6, 1e-9};
   m.lines[AllreduceAlgorithm::HalvingDoubling] = {1e-6 + 65536 * 0.5e-9, 0.5e-9};
   *comm.cost_model() = m;

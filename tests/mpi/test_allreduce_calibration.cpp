@@ -52,6 +52,7 @@ TEST(Calibration, MeasuresEveryAlgorithmAndAgrees) {
   if (world_rank() == 0) std::printf("calibration on %d rank(s): %.3f s\n", world_size(), took);
   EXPECT_EQ(m.world_size, world_size());
   EXPECT_EQ(m.hosts, 1);
+  EXPECT_EQ(m.max_bytes, std::size_t(2) << 20);
   EXPECT_EQ(m.lines.size(), concrete_allreduce_algorithms().size());
   expect_same_text_on_all_ranks(m.to_json());
   for (std::size_t bytes : {std::size_t(4096), std::size_t(1) << 26}) {

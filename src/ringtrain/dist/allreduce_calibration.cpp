@@ -63,6 +63,7 @@ AllreduceCostModel calibrate_allreduce(MpiCommunicator& comm, const CalibrationO
   AllreduceCostModel m;
   m.world_size = comm.size();
   m.hosts = comm.hosts();
+  m.max_bytes = *std::max_element(opt.sizes_bytes.begin(), opt.sizes_bytes.end());
   for (std::size_t a = 0; a < A; ++a) {
     std::vector<double> bytes, seconds;
     for (std::size_t s = 0; s < S; ++s) {

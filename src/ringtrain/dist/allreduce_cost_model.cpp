@@ -42,6 +42,7 @@ double AllreduceCostModel::predict(AllreduceAlgorithm a, std::size_t bytes) cons
 }
 
 AllreduceAlgorithm AllreduceCostModel::choose(std::size_t bytes) const {
+  if (bytes > max_bytes && lines.count(AllreduceAlgorithm::Ring)) return AllreduceAlgorithm::Ring;
   AllreduceAlgorithm best = AllreduceAlgorithm::Ring;
   double best_t = INFINITY;
   for (AllreduceAlgorithm a : concrete_allreduce_algorithms()) {
@@ -53,7 +54,8 @@ AllreduceAlgorithm AllreduceCostModel::choose(std::size_t bytes) const {
 }
 
 std::string AllreduceCostModel::to_json() const {
-  nlohmann::json doc = {{"format", kFormat}, {"version", kVersion}, {"world_size", world_size}, {"hosts", hosts}};
+  nlohmann::json doc = {{"format", kFormat}, {"version", kVersion}, {"world_size", world_size}, {"hosts", hosts},
+                         {"max_bytes", max_bytes}};
   nlohmann::json algos = nlohmann::json::object();
   for (const auto& [a, f] : lines) algos[allreduce_name(a)] = {{"alpha_s", f.alpha_s}, {"beta_s_per_byte", f.beta_s_per_byte}};
   doc["algorithms"] = algos;
@@ -75,6 +77,7 @@ AllreduceCostModel AllreduceCostModel::from_json(const std::string& text, const 
   try {
     m.world_size = doc.at("world_size").get<int>();
     m.hosts = doc.at("hosts").get<int>();
+    m.max_bytes = doc.at("max_bytes").get<std::size_t>();
     for (const auto& [name, f] : doc.at("algorithms").items()) {
       AllreduceAlgorithm a = parse_allreduce(name);
       check(a != AllreduceAlgorithm::Auto, bad + " (a line for \"auto\")");
