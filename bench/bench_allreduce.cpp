@@ -2,7 +2,7 @@
 // hierarchical (hier), the library's MPI_Allreduce (mpi), and --allreduce auto (the pick of the
 // calibrated cost model, dist/allreduce_calibration.h), fp32 sums of 4 KiB .. 64 MiB. Validates every
 // algorithm against MPI_Allreduce first (integer-valued data: exact sums), then times each size
-// `repeats` times, all algorithms interleaved (so machine noise hits them alike); a repeat's time is the
+// `repeats` times, all algorithms interleaved in a rotating order (so machine noise hits them alike); a repeat's time is the
 // slowest rank's. Prints the medians, the fastest algorithm, auto's pick, and auto's time over the fastest
 // and over the fastest of ring, hd and mpi (the acceptance figures of docs/BENCHMARKS.md). Run it with
 // bench/allreduce.sh; RINGTRAIN_RANKS_PER_HOST=k splits the ranks into artificial hosts for hier.
@@ -84,7 +84,10 @@ int main(int argc, char** argv) {
     }
     std::vector<std::vector<double>> t(A + 1);
     for (int r = 0; r < repeats + 2; ++r) {  // the first two are warm-up
-      for (std::size_t a = 0; a <= A; ++a) {
+      // Each repeat starts at another algorithm: on a shared machine a slot's place in the round (what ran
+      // just before it, where the scheduler's time slice falls) biases its time.
+      for (std::size_t k = 0; k <= A; ++k) {
+        const std::size_t a = (k + std::size_t(r)) % (A + 1);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
         if (a < A) comm.allreduce_sum_with(algos[a], buf.data(), n);

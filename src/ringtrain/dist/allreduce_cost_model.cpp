@@ -42,11 +42,11 @@ double AllreduceCostModel::predict(AllreduceAlgorithm a, std::size_t bytes) cons
 }
 
 AllreduceAlgorithm AllreduceCostModel::choose(std::size_t bytes) const {
-  if (bytes > max_bytes && lines.count(AllreduceAlgorithm::Ring)) return AllreduceAlgorithm::Ring;
+  const bool beyond = bytes > max_bytes && lines.size() > lines.count(AllreduceAlgorithm::Mpi);
   AllreduceAlgorithm best = AllreduceAlgorithm::Ring;
   double best_t = INFINITY;
   for (AllreduceAlgorithm a : concrete_allreduce_algorithms()) {
-    if (!lines.count(a)) continue;
+    if (!lines.count(a) || (beyond && a == AllreduceAlgorithm::Mpi)) continue;
     const double t = predict(a, bytes);
     if (t < best_t) best = a, best_t = t;
   }

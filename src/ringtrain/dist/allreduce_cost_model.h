@@ -28,17 +28,16 @@ AlphaBeta fit_alpha_beta(const std::vector<double>& bytes, const std::vector<dou
 struct AllreduceCostModel {
   int world_size = 0;  // what it was measured on; 0: not calibrated
   int hosts = 0;
-  // The largest size timed. Above it only the ring's line is trusted: its 512 KiB segments keep its working
-  // set the same at any size, while the others' grows with the buffer (hd, rd and hier exchange halves or
-  // wholes; MPI_Allreduce switches algorithms inside at thresholds the calibration never saw) and falls off
-  // once it leaves the cache (MPI_Allreduce at 64 MiB: 3.4x the ring's time, docs/BENCHMARKS.md).
+  // The largest size timed. Above it MPI_Allreduce's line is not trusted: the library switches algorithms
+  // inside at thresholds the calibration never saw (Open MPI 4.1 here: level with the ring up to 16 MiB,
+  // then 1.6-2.3x its time at 64 MiB, docs/BENCHMARKS.md), while ours do the same steps at any size.
   std::size_t max_bytes = 0;
   std::map<AllreduceAlgorithm, AlphaBeta> lines;
 
   bool empty() const { return lines.empty(); }
   double predict(AllreduceAlgorithm a, std::size_t bytes) const;
-  // The cheapest algorithm at this size (ties: concrete_allreduce_algorithms() order); the ring above
-  // max_bytes when it has a line. Ring when empty.
+  // The cheapest algorithm at this size (ties: concrete_allreduce_algorithms() order), leaving out mpi
+  // above max_bytes when another line remains. Ring when empty.
   AllreduceAlgorithm choose(std::size_t bytes) const;
 
   std::string to_json() const;
