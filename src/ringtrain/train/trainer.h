@@ -1,7 +1,8 @@
 // The training loop: per-epoch shuffle, batches normalised to [0,1], forward, softmax cross-entropy,
 // backward with gradients averaged over the data-parallel world by a GradReducer (bucketed all-reduces
 // started while backward runs), optimizer step on the fp32 master weights, evaluation on the test split after each epoch, a log line every log_every batches.
-// Same configuration and seed -> the same weights, bit for bit.
+// Same configuration and seed -> the same weights, bit for bit (with --allreduce auto on 3+ ranks, the same
+// calibration too, e.g. one --allreduce-calibration file: the plan fixes the order of the additions).
 #pragma once
 #include <cstdint>
 #include <iosfwd>
