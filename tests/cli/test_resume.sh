@@ -7,10 +7,14 @@ source "$TESTS_DIR/lib.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 "$PYTHON" "$TESTS_DIR/make_idx.py" good "$WORK/toy" --train 600 --test 200
 TRIALS=${RESUME_TRIALS:-5}
+# One cached --allreduce auto calibration per world size: runs compared bit for bit must pick the same
+# algorithm per bucket (a resumed run takes its plan from the checkpoint; an independent run, such as the
+# uninterrupted baseline, from the file).
 job() {  # job NPROC CKDIR extra args...: 3 epochs of 600 samples, global batch 24
   local n=$1 dir=$2; shift 2
   timeout 300 "$RINGTRAIN" train --nproc "$n" --data "$WORK/toy" --epochs 3 --batch-size $((24 / n)) --seed 11 \
-    --log-every 0 --quiet --timeout 60 --checkpoint-dir "$dir" --checkpoint-every 7 "$@"
+    --log-every 0 --quiet --timeout 60 --checkpoint-dir "$dir" --checkpoint-every 7 \
+    --allreduce-calibration "$WORK/allreduce-$n.json" "$@"
 }
 
 for n in 2 3; do

@@ -21,6 +21,7 @@
 #include "ringtrain/nn/tp_regions.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/ops/lowp.h"
+#include "ringtrain/dist/allreduce_calibration.h"
 #include "ringtrain/dist/half_allreduce.h"
 #include "ringtrain/train/checkpoint.h"
 #include "ringtrain/train/memory_report.h"
@@ -70,7 +71,11 @@ Options train_options() {
   o.add("grad-comm", "fp32", "gradients on the wire in the all-reduce: fp32 | bf16 | fp16 (summed in fp32)");
   o.add("threads", "1", "threads inside each rank, splitting every step's batch (a fixed pool)");
   o.add("nproc", "", "run N ranks on this machine (re-runs this command under mpirun -np N)");
-  o.add("allreduce", "ring", "gradient all-reduce: ring (ringtrain's) | mpi (the library's MPI_Allreduce)");
+  o.add("allreduce", "auto", "gradient all-reduce: auto (per bucket, the cheapest by a cost model calibrated at "
+        "start-up) | ring | hd (halving-doubling) | rd (recursive doubling) | hier (inside each host, then between "
+        "hosts) | mpi (the library's MPI_Allreduce)");
+  o.add("allreduce-calibration", "", "--allreduce auto: read the calibration from this JSON file; measure and "
+        "write it there when the file does not exist");
   o.add("bucket-kb", "128", "gradient bucket size in KiB (all-reduces start as buckets fill during backward)");
   o.add("overlap", "auto", "overlap the gradient all-reduces with backward: auto (time a few steps each way, keep the faster) | on | off");
   o.add_flag("no-overlap", "the same as --overlap off: all-reduce the gradients only after backward");
@@ -139,6 +144,12 @@ int supervise_restarts(int nproc, int max_restarts, int argc, char** argv, int f
 
 }  // namespace
 
+// " over N hosts" when hier / auto split the data-parallel group into more than one host.
+static std::string hosts_note(dist::Communicator& dp_comm) {
+  auto* mpi = dynamic_cast<dist::MpiCommunicator*>(&dp_comm);
+  return mpi && mpi->hosts() > 1 ? " over " + std::to_string(mpi->hosts()) + " hosts" : std::string();
+}
+
 int train_command(int argc, char** argv, int first) {
   Options opt = train_options();
   if (!opt.parse(argc, argv, first)) return 0;
@@ -146,6 +157,7 @@ int train_command(int argc, char** argv, int first) {
   const std::string model_name = opt.str("model");
   nn::make_model(model_name);  // a bad name is refused here, before anything is launched or read
   nn::check_tensor_parallel(model_name, int(tp));  // e.g. vit's 4 heads and --tp 3: refused before any work
+  dist::parse_allreduce(opt.str("allreduce"));  // so is a bad --allreduce
   // --nproc N outside mpirun: become `mpirun -np N ringtrain train ...`, or with --max-restarts
   // supervise it, relaunching from the newest checkpoint when a rank dies.
   const int64_t max_restarts = opt.integer("max-restarts", 0, 1000);
@@ -223,6 +235,11 @@ int train_command(int argc, char** argv, int first) {
   check(config.checkpoint_every == 0 || !config.checkpoint_dir.empty(), "--checkpoint-every needs --checkpoint-dir");
   dist::MpiOptions mpi_options;
   mpi_options.algorithm = dist::parse_allreduce(opt.str("allreduce"));
+  check(opt.str("allreduce-calibration").empty() || mpi_options.algorithm == dist::AllreduceAlgorithm::Auto,
+        "--allreduce-calibration needs --allreduce auto, got --allreduce " + opt.str("allreduce"));
+  mpi_options.ranks_per_host = dist::ranks_per_host_from_env();
+  if (mpi_options.algorithm == dist::AllreduceAlgorithm::Auto)
+    mpi_options.cost_model = std::make_shared<dist::AllreduceCostModel>();  // shared by every communicator
   mpi_options.timeout_s = opt.number("timeout");
   check(mpi_options.timeout_s >= 0, "--timeout must be >= 0 seconds, got " + opt.str("timeout"));
 
@@ -269,7 +286,7 @@ int train_command(int argc, char** argv, int first) {
               << (grid ? " (dp " + std::to_string(grid->dp()) + " x tp " + std::to_string(grid->tp()) + ")" : "") << ", " << config.optimizer << " lr " << config.lr
               << ", kernels " << ops::isa_name(kernels.level) << " " << config.precision << " x " << threads
               << " thread(s)"
-              << (dp_comm.size() > 1 ? std::string(", all-reduce ") + opt.str("allreduce") +
+              << (dp_comm.size() > 1 ? std::string(", all-reduce ") + opt.str("allreduce") + hosts_note(dp_comm) +
                                         ", overlap " + config.overlap +
                                         (config.grad_comm != "fp32" ? ", gradients in " + config.grad_comm : std::string()) +
                                         (config.shard_optimizer ? ", optimizer state sharded" : "")
@@ -299,9 +316,26 @@ int train_command(int argc, char** argv, int first) {
     }
   }
 
+  // --allreduce auto: calibrate (or read the calibration) on the data-parallel group itself, before any
+  // gradient traffic; one line says what each bucket will run. (16-bit gradients have their own ring;
+  // --shard-optimizer's reduce-scatter and all-gather are the ring's phases, so they need no plan.)
+  const bool plan_buckets = mpi_options.cost_model && dp_comm.size() > 1 && config.grad_comm == "fp32" && !config.shard_optimizer;
+  if (plan_buckets) {
+    auto* mpi = dynamic_cast<dist::MpiCommunicator*>(&dp_comm);
+    check(mpi != nullptr, "--allreduce auto: the data-parallel group is not an MPI communicator");
+    const dist::Calibration cal = dist::load_or_calibrate(*mpi, opt.str("allreduce-calibration"));
+    *mpi_options.cost_model = cal.model;
+    if (comm.rank() == 0)
+      std::cout << "all-reduce auto (" << cal.how << "): "
+                << dist::plan_text(cal.model, dist::make_buckets(model->params(), config.reducer.bucket_bytes),
+                                   config.reducer.bucket_bytes)
+                << std::endl;
+  }
+
   train::Trainer trainer(config, *model, kernels, dp_comm, std::cout);
   if (grid) trainer.set_process_grid(grid.get());
   if (trainer.sharded() && !config.quiet) print_optimizer_shards(trainer.optimizer(), model->params().size(), dp_comm);
+  if (plan_buckets) trainer.set_allreduce_model(mpi_options.cost_model);
   train::TrainResult result = trainer.fit(dataset.train, dataset.test);
 
   std::unique_ptr<optim::Optimizer> gathered;  // --shard-optimizer: the whole state, for --save (collective)

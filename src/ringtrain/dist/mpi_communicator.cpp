@@ -70,13 +70,14 @@ MpiSession::~MpiSession() {
   if (owns_ && !finalized) MPI_Finalize();
 }
 
-AllreduceAlgorithm parse_allreduce(const std::string& name) {
-  if (name == "ring") return AllreduceAlgorithm::Ring;
-  if (name == "mpi") return AllreduceAlgorithm::Mpi;
-  throw Error("--allreduce: expected ring or mpi, got '" + name + "'");
+int ranks_per_host_from_env() {
+  const char* v = std::getenv("RINGTRAIN_RANKS_PER_HOST");
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  const long k = std::strtol(v, &end, 10);
+  check(*end == 0 && k >= 1 && k <= INT_MAX, std::string("RINGTRAIN_RANKS_PER_HOST: expected a positive integer, got '") + v + "'");
+  return int(k);
 }
-
-const char* allreduce_name(AllreduceAlgorithm a) { return a == AllreduceAlgorithm::Ring ? "ring" : "mpi"; }
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, const MpiOptions& opt) : MpiCommunicator(comm, opt, nullptr) {}
 
@@ -87,6 +88,24 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, const MpiOptions& opt, std::shar
   MPI_Comm_size(comm_, &size_);
   if (!watchdog_) watchdog_ = std::make_shared<Watchdog>(opt_.timeout_s, rank_, size_, opt_.on_timeout);
   ring_ = std::make_unique<RingAllreduce>(comm_, opt_.ring);
+  hd_ = std::make_unique<HalvingDoublingAllreduce>(comm_);
+  rd_ = std::make_unique<RecursiveDoublingAllreduce>(comm_);
+  if (opt_.algorithm == AllreduceAlgorithm::Auto && !opt_.cost_model) opt_.cost_model = std::make_shared<AllreduceCostModel>();
+  if (opt_.algorithm == AllreduceAlgorithm::Hierarchical || opt_.algorithm == AllreduceAlgorithm::Auto)
+    hier_ = std::make_unique<HierarchicalAllreduce>(comm_, opt_.ranks_per_host);
+}
+
+AllreduceAlgorithm MpiCommunicator::algorithm_for(std::size_t bytes) const {
+  if (opt_.algorithm != AllreduceAlgorithm::Auto) return opt_.algorithm;
+  return opt_.cost_model->choose(bytes);  // ring until calibrated
+}
+
+ScheduledAllreduce& MpiCommunicator::scheduled(AllreduceAlgorithm a) {
+  if (a == AllreduceAlgorithm::HalvingDoubling) return *hd_;
+  if (a == AllreduceAlgorithm::RecursiveDoubling) return *rd_;
+  check(a == AllreduceAlgorithm::Hierarchical, std::string("all-reduce: no schedule for ") + allreduce_name(a));
+  if (!hier_) throw Error("all-reduce: hier on a communicator built without it (--allreduce hier or auto)");
+  return *hier_;
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -98,9 +117,19 @@ MpiCommunicator::~MpiCommunicator() {
 template <typename T>
 void MpiCommunicator::allreduce(T* data, std::size_t n, MPI_Datatype type, const char* dtype) {
   if (size_ == 1 || n == 0) return;
-  auto guard = watchdog_->arm("allreduce_sum", dtype, n, allreduce_name(opt_.algorithm));
-  if (opt_.algorithm == AllreduceAlgorithm::Ring) {
+  const AllreduceAlgorithm a = algorithm_for(n * sizeof(T));
+  auto guard = watchdog_->arm("allreduce_sum", dtype, n, allreduce_name(a));
+  run(a, data, n, type);
+}
+
+template <typename T>
+void MpiCommunicator::run(AllreduceAlgorithm a, T* data, std::size_t n, MPI_Datatype type) {
+  if (a == AllreduceAlgorithm::Ring) {
     ring_->run(data, n);
+    return;
+  }
+  if (a != AllreduceAlgorithm::Mpi) {
+    scheduled(a).run(data, n);
     return;
   }
   for (std::size_t done = 0; done < n;) {  // MPI counts are int
@@ -116,6 +145,13 @@ void MpiCommunicator::allreduce(T* data, std::size_t n, MPI_Datatype type, const
   }
 }
 
+void MpiCommunicator::allreduce_sum_with(AllreduceAlgorithm a, float* data, std::size_t n) {
+  check(a != AllreduceAlgorithm::Auto, "allreduce_sum_with: name an algorithm, not auto");
+  if (size_ == 1 || n == 0) return;
+  auto guard = watchdog_->arm("allreduce_sum", "float", n, allreduce_name(a));
+  run(a, data, n, MPI_FLOAT);
+}
+
 void MpiCommunicator::allreduce_sum(float* data, std::size_t n) { allreduce(data, n, MPI_FLOAT, "float"); }
 void MpiCommunicator::allreduce_sum(double* data, std::size_t n) { allreduce(data, n, MPI_DOUBLE, "double"); }
 void MpiCommunicator::allreduce_sum(int64_t* data, std::size_t n) { allreduce(data, n, MPI_INT64_T, "int64"); }
@@ -123,22 +159,26 @@ void MpiCommunicator::allreduce_sum(int64_t* data, std::size_t n) { allreduce(da
 void MpiCommunicator::start_allreduce_sum(float* data, std::size_t n) {
   check(!pending_guard_, "allreduce_sum: a non-blocking sum started before the previous one completed");
   if (size_ == 1 || n == 0) return;
-  if (opt_.algorithm == AllreduceAlgorithm::Mpi && n > std::size_t(INT_MAX)) {
+  const AllreduceAlgorithm a = algorithm_for(n * sizeof(float));
+  if (a == AllreduceAlgorithm::Mpi && n > std::size_t(INT_MAX)) {
     // MPI counts are int: the base class defers the sum to wait_allreduce(), where allreduce() runs it
     // in pieces under its own watchdog guard.
     Communicator::start_allreduce_sum(data, n);
     return;
   }
-  if (opt_.algorithm == AllreduceAlgorithm::Ring) return start_ring(data, n, RingPhase::AllReduce, "allreduce_sum (overlapped)");
-  pending_guard_.emplace(watchdog_->arm("allreduce_sum (overlapped)", "float", n, allreduce_name(opt_.algorithm)));
-  MPI_Iallreduce(MPI_IN_PLACE, data, int(n), MPI_FLOAT, MPI_SUM, comm_, &pending_mpi_);
+  if (a == AllreduceAlgorithm::Ring) return start_ring(data, n, RingPhase::AllReduce, "allreduce_sum (overlapped)");
+  pending_algorithm_ = a;
+  pending_guard_.emplace(watchdog_->arm("allreduce_sum (overlapped)", "float", n, allreduce_name(a)));
+  if (a == AllreduceAlgorithm::Mpi) MPI_Iallreduce(MPI_IN_PLACE, data, int(n), MPI_FLOAT, MPI_SUM, comm_, &pending_mpi_);
+  else scheduled(a).start(data, n);
 }
 
+// The ring, whole or one of its phases (those two whatever --allreduce says: only the ring has them).
 void MpiCommunicator::start_ring(float* data, std::size_t n, RingPhase phase, const char* what) {
   check(!pending_guard_, std::string(what) + ": started before the previous non-blocking operation completed");
   if (size_ == 1 || n == 0) return;
+  pending_algorithm_ = AllreduceAlgorithm::Ring;
   pending_guard_.emplace(watchdog_->arm(what, "float", n, "ring"));
-  pending_on_ring_ = true;
   ring_->start(data, n, phase);
 }
 
@@ -156,26 +196,25 @@ Communicator::Range MpiCommunicator::shard_chunk(std::size_t n) const {
 bool MpiCommunicator::test_allreduce() {
   if (!pending_guard_) return Communicator::test_allreduce();
   bool done = false;
-  if (pending_on_ring_) {
+  if (pending_algorithm_ == AllreduceAlgorithm::Ring) {
     done = ring_->progress();
-  } else {
+  } else if (pending_algorithm_ == AllreduceAlgorithm::Mpi) {
     int flag = 0;
     MPI_Test(&pending_mpi_, &flag, MPI_STATUS_IGNORE);
     done = flag != 0;
+  } else {
+    done = scheduled(pending_algorithm_).progress();
   }
-  if (done) {
-    pending_guard_.reset();
-    pending_on_ring_ = false;
-  }
+  if (done) pending_guard_.reset();
   return done;
 }
 
 void MpiCommunicator::wait_allreduce() {
   if (!pending_guard_) return Communicator::wait_allreduce();
-  if (pending_on_ring_) ring_->finish();
-  else wait_request(&pending_mpi_);
+  if (pending_algorithm_ == AllreduceAlgorithm::Ring) ring_->finish();
+  else if (pending_algorithm_ == AllreduceAlgorithm::Mpi) wait_request(&pending_mpi_);
+  else scheduled(pending_algorithm_).finish();
   pending_guard_.reset();
-  pending_on_ring_ = false;
 }
 
 void MpiCommunicator::broadcast(void* data, std::size_t bytes, int root) {

@@ -1,5 +1,7 @@
 // The MPI side of the Communicator: start-up (MpiSession), the world communicator with a choice of
-// all-reduce (our ring, or the library's MPI_Allreduce), every collective guarded by the watchdog.
+// all-reduce (--allreduce: our ring, halving-doubling, recursive doubling, hierarchical, the library's
+// MPI_Allreduce, or auto: per message size from a calibrated cost model), every collective guarded by
+// the watchdog.
 //
 // Thread level: ringtrain requires MPI_THREAD_MULTIPLE and fails at start-up if the library does not
 // provide it. The data path is one thread (the main thread: the GradReducer's buckets, during and after
@@ -13,7 +15,12 @@
 #include <optional>
 #include <string>
 
+#include "ringtrain/dist/allreduce_algorithm.h"
+#include "ringtrain/dist/allreduce_cost_model.h"
 #include "ringtrain/dist/communicator.h"
+#include "ringtrain/dist/halving_doubling.h"
+#include "ringtrain/dist/hierarchical_allreduce.h"
+#include "ringtrain/dist/recursive_doubling.h"
 #include "ringtrain/dist/ring_allreduce.h"
 #include "ringtrain/dist/watchdog.h"
 
@@ -49,15 +56,18 @@ class MpiSession {
 void require_thread_multiple();
 const char* thread_level_name(int level);
 
-enum class AllreduceAlgorithm { Ring, Mpi };
-// "ring" | "mpi"; throws Error naming the option otherwise.
-AllreduceAlgorithm parse_allreduce(const std::string& name);
-const char* allreduce_name(AllreduceAlgorithm a);
+// RINGTRAIN_RANKS_PER_HOST (a test's and benchmark's artificial host split for --allreduce hier / auto on
+// one machine); 0 when unset: hosts are shared-memory domains.
+int ranks_per_host_from_env();
 
 struct MpiOptions {
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::Ring;
   double timeout_s = 1800;  // watchdog; <= 0 disables
   RingOptions ring;
+  int ranks_per_host = 0;  // hierarchical's host split: 0 by shared memory, k: rank / k
+  // Auto's model, shared by the communicator and its duplicates (the GradReducer's), so a calibration or a
+  // checkpoint's model set after they exist reaches all of them. Until it holds a calibration auto is ring.
+  std::shared_ptr<AllreduceCostModel> cost_model;
   Watchdog::TimeoutAction on_timeout = Watchdog::abort_job;  // tests replace it
 };
 
@@ -83,7 +93,15 @@ class MpiCommunicator final : public Communicator {
   void barrier() override;
   std::unique_ptr<Communicator> duplicate() override;
 
+  // The float sum with a given algorithm (never Auto), whatever this communicator's --allreduce: the
+  // calibration and the benchmark time each one on the same communicator.
+  void allreduce_sum_with(AllreduceAlgorithm a, float* data, std::size_t n);
+  // What a sum of this many bytes runs: the --allreduce choice, or auto's pick.
+  AllreduceAlgorithm algorithm_for(std::size_t bytes) const;
+
   AllreduceAlgorithm algorithm() const { return opt_.algorithm; }
+  int hosts() const { return hier_ ? hier_->hosts() : 1; }  // as hier splits them (1 without hier)
+  const std::shared_ptr<AllreduceCostModel>& cost_model() const { return opt_.cost_model; }
   MPI_Comm comm() const { return comm_; }
   Watchdog& watchdog() { return *watchdog_; }
 
@@ -91,16 +109,22 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator(MPI_Comm comm, const MpiOptions& opt, std::shared_ptr<Watchdog> watchdog);
   template <typename T>
   void allreduce(T* data, std::size_t n, MPI_Datatype type, const char* dtype);
+  template <typename T>
+  void run(AllreduceAlgorithm a, T* data, std::size_t n, MPI_Datatype type);
+  ScheduledAllreduce& scheduled(AllreduceAlgorithm a);  // hd, rd or hier
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   MpiOptions opt_;
   std::shared_ptr<Watchdog> watchdog_;  // shared with duplicates
   std::unique_ptr<RingAllreduce> ring_;
+  std::unique_ptr<HalvingDoublingAllreduce> hd_;
+  std::unique_ptr<RecursiveDoublingAllreduce> rd_;
+  std::unique_ptr<HierarchicalAllreduce> hier_;  // only for hier and auto (its split is collective)
+  AllreduceAlgorithm pending_algorithm_ = AllreduceAlgorithm::Ring;  // the non-blocking sum's
   // The non-blocking float sum in flight: the watchdog is armed from start to completion.
   std::optional<Watchdog::Guard> pending_guard_;
   MPI_Request pending_mpi_ = MPI_REQUEST_NULL;  // --allreduce mpi: MPI_Iallreduce's request
-  bool pending_on_ring_ = false;                // the operation in flight runs on ring_
   void start_ring(float* data, std::size_t n, RingPhase phase, const char* what);
 };
 

@@ -236,11 +236,31 @@ Trainer::Position Trainer::resume_from(const CheckpointDir& dir, int64_t dataset
   check(md.count("trainer.seed") == 0 || std::stoull(md.at("trainer.seed")) == config_.seed,
         path + ": was written with --seed " + md["trainer.seed"] + ", this run has --seed " +
             std::to_string(config_.seed) + " (resume with the same seed)");
+  restore_allreduce_model(md, path);
   if (is_logger())
     log_ << "resumed from " << path << ": step " << at.step << ", epoch " << at.epoch + 1 << " at sample "
          << at.offset << " of " << dataset_size << " (written by " << md["trainer.world_size"] << " rank(s))"
          << std::endl;
   return at;
+}
+
+void Trainer::restore_allreduce_model(const std::map<std::string, std::string>& md, const std::string& path) {
+  // Every rank reads the same file, so every rank ends with the same model.
+  const auto it = md.find("trainer.allreduce_calibration");
+  if (!allreduce_model_ || !reducer_ || it == md.end()) return;
+  const dist::AllreduceCostModel saved =
+      dist::AllreduceCostModel::from_json(it->second, path + " (trainer.allreduce_calibration)");
+  if (saved.world_size != allreduce_model_->world_size || saved.hosts != allreduce_model_->hosts) {
+    if (is_logger())
+      log_ << "resume: " << path << " was calibrated on " << saved.world_size << " rank(s) on " << saved.hosts
+           << " host(s); keeping this run's all-reduce plan: "
+           << dist::plan_text(*allreduce_model_, reducer_->buckets(), config_.reducer.bucket_bytes) << std::endl;
+    return;
+  }
+  *allreduce_model_ = saved;
+  if (is_logger())
+    log_ << "resume: all-reduce plan from the checkpoint: "
+         << dist::plan_text(*allreduce_model_, reducer_->buckets(), config_.reducer.bucket_bytes) << std::endl;
 }
 
 void Trainer::save_periodic(const CheckpointDir& dir, const Position& at) {
@@ -265,6 +285,10 @@ void Trainer::save_periodic(const CheckpointDir& dir, const Position& at) {
       std::snprintf(scale, sizeof scale, "%.9g", double(scaler_->scale()));
       md["trainer.loss_scale"] = scale;
       md["trainer.loss_scale_growth_tracker"] = std::to_string(scaler_->growth_tracker());
+    }
+    if (allreduce_model_ && reducer_) {
+      md["trainer.allreduce_calibration"] = allreduce_model_->to_json();
+      md["trainer.allreduce_plan"] = dist::plan_text(*allreduce_model_, reducer_->buckets(), config_.reducer.bucket_bytes);
     }
     if (tensor_parallel()) {
       md["trainer.tp"] = std::to_string(grid_->tp());

@@ -1,7 +1,8 @@
 // The training loop: per-epoch shuffle, batches normalised to [0,1], forward, softmax cross-entropy,
 // backward with gradients averaged over the data-parallel world by a GradReducer (bucketed all-reduces
 // started while backward runs), optimizer step on the fp32 master weights, evaluation on the test split after each epoch, a log line every log_every batches.
-// Same configuration and seed -> the same weights, bit for bit.
+// Same configuration and seed -> the same weights, bit for bit (with --allreduce auto on 3+ ranks, the same
+// calibration too, e.g. one --allreduce-calibration file: the plan fixes the order of the additions).
 #pragma once
 #include <cstdint>
 #include <iosfwd>
@@ -11,6 +12,7 @@
 
 #include "ringtrain/data/dataset.h"
 #include "ringtrain/data/loader.h"
+#include "ringtrain/dist/allreduce_cost_model.h"
 #include "ringtrain/dist/communicator.h"
 #include "ringtrain/dist/grad_reducer.h"
 #include "ringtrain/dist/half_allreduce.h"
@@ -121,6 +123,11 @@ class Trainer {
   // only world rank 0 logs, fp16 skips are agreed over the whole world, and the replicated parameters are
   // checked bit-identical across the tensor group after each evaluation.
   void set_process_grid(dist::ProcessGrid* grid) { grid_ = grid; }
+  // --allreduce auto (before fit()): the model the communicator picks each bucket's algorithm by (shared
+  // with it). Every periodic checkpoint records it (trainer.allreduce_calibration) and the plan it gives
+  // (trainer.allreduce_plan); a resumed run on the same world takes the checkpoint's model instead of its
+  // own fresh calibration, so every bucket keeps its algorithm, hence its order of additions and its bits.
+  void set_allreduce_model(std::shared_ptr<dist::AllreduceCostModel> model) { allreduce_model_ = std::move(model); }
 
  private:
   // One step (the run's step_index-th, counting from 0) on a prepared batch; returns the batch loss.
@@ -136,6 +143,7 @@ class Trainer {
   };
   Position resume_from(const class CheckpointDir& dir, int64_t dataset_size);
   void save_periodic(const class CheckpointDir& dir, const Position& at);
+  void restore_allreduce_model(const std::map<std::string, std::string>& md, const std::string& path);
   bool is_logger() const;
   // --ema: swaps the weights with their average (twice: back again); evaluation runs on the average.
   void swap_ema();
@@ -156,6 +164,7 @@ class Trainer {
   std::unique_ptr<optim::LossScaler> scaler_;   // --precision fp16
   int64_t step_calls_ = 0;                      // steps run by this process (fault injection)
   dist::ProcessGrid* grid_ = nullptr;           // --tp > 1 (set_process_grid)
+  std::shared_ptr<dist::AllreduceCostModel> allreduce_model_;  // --allreduce auto (set_allreduce_model)
   AlignedBuffer<float> dlogits_, probs_;
   // --micro-batches > 1: the gradients of a step's earlier micro-batches, summed (train/grad_accumulator.h).
   std::unique_ptr<GradAccumulator> grad_sum_;
