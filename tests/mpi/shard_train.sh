@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `ringtrain train --shard-optimizer` (ZeRO-1) end to end, on a toy dataset (tests/cli/make_idx.py):
-#  - 2, 3 and 4 ranks: the saved checkpoint is bit-identical to the unsharded run's (the default recipe,
+#  - 2, 3 and 4 ranks: the saved checkpoint is bit-identical to the unsharded run's with --allreduce ring (the default recipe,
 #    Adam + EMA), and each rank holds at most 1/W of the optimizer state + 1% (the printed shard line);
 #  - fp16 with loss scaling (3 ranks), --tp 2 on 4 ranks (sharded over each dp group of 2) and resnet18
 #    (2 ranks, a few steps): bit-identical too;
@@ -20,7 +20,7 @@ MPIEXEC=${MPIEXEC:-mpirun}
 run() {  # run NP LOG ARGS...: ringtrain train on the toy data under mpirun
   local np=$1 log=$2; shift 2
   "$MPIEXEC" -np "$np" --oversubscribe "$RINGTRAIN" train --data "$WORK/toy" --seed 5 --batch-size 8 --log-every 0 \
-    --timeout 120 "$@" > "$log" 2>&1 || { fail "mpirun -np $np train $* exited $?"; tail -5 "$log"; }
+    --timeout 120 --allreduce ring "$@" > "$log" 2>&1 || { fail "mpirun -np $np train $* exited $?"; tail -5 "$log"; }
 }
 # Every tensor (weights, buffers, optim.*) of two checkpoints bit for bit; the metadata may differ.
 same_tensors() {

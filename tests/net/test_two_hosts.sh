@@ -44,7 +44,9 @@ case_() {
   hosts_mpirun "$RINGTRAIN" "${args[@]}" --save "$WORK/$name.hosts.st" > "$WORK/$name.hosts.log" 2>&1 ||
     { fail "$name across $N hosts exited $?"; cat "$WORK/$name.hosts.log"; return; }
   t1=$(date +%s.%N)
-  "$MPIEXEC" -np $((N * ${HOSTS_RANKS_PER_HOST:-1})) --oversubscribe --bind-to none "$RINGTRAIN" "${args[@]}" --save "$WORK/$name.one.st" \
+  local one_host=("$MPIEXEC")  # ONE_HOST_SPLIT=k: the one-host run split into artificial hosts of k ranks
+  [ -n "${ONE_HOST_SPLIT:-}" ] && one_host=(env RINGTRAIN_RANKS_PER_HOST="$ONE_HOST_SPLIT" "$MPIEXEC")
+  "${one_host[@]}" -np $((N * ${HOSTS_RANKS_PER_HOST:-1})) --oversubscribe --bind-to none "$RINGTRAIN" "${args[@]}" --save "$WORK/$name.one.st" \
     > "$WORK/$name.one.log" 2>&1 || { fail "$name on one host exited $?"; cat "$WORK/$name.one.log"; return; }
   t2=$(date +%s.%N)
   echo "$name: $N hosts $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s, one host $(awk -v a="$t1" -v b="$t2" 'BEGIN {printf "%.1f", b - a}') s; $(grep -E '^(trained|gradient wait)' "$WORK/$name.hosts.log" | tr '\n' ' ')"
@@ -55,11 +57,11 @@ case_() {
   steps=$(steps_of "$WORK/$name.hosts.log"); bytes=$(bytes_of "$WORK/$name.hosts.log")
   [ -n "$steps" ] && [ -n "$bytes" ] || { fail "$name: no steps or all-reduce bytes in the log"; cat "$WORK/$name.hosts.log"; return; }
   # The ring sends what the run reports, 2(W-1)/W x the gradient bytes a step; MPI_Allreduce's algorithms
-  # differ, but under any of them each rank sends and receives at least the gradient bytes (its values must
+  # and hier (whose slices cross between hosts once) differ, but under any of them each rank sends and receives at least the gradient bytes (its values must
   # reach the others, theirs must reach it): W / (2(W-1)) x the report.
   need=$((steps * bytes))
   local w=$((N * ${HOSTS_RANKS_PER_HOST:-1}))
-  case " $* " in *" --allreduce mpi "*) need=$((steps * bytes * w / (2 * (w - 1)))) ;; esac
+  case " $* " in *" --allreduce mpi "* | *" --allreduce hier "*) need=$((steps * bytes * w / (2 * (w - 1)))) ;; esac
   for ((i = 0; i < N; i++)); do
     sent=$(($(hosts_bytes $i sent) - sent0[i])); recv=$(($(hosts_bytes $i received) - recv0[i]))
     echo "  ${HOSTS_NAMES[$i]}: sent $sent bytes, received $recv over its veth (at least $need: $steps steps x $bytes reported)"
@@ -68,12 +70,16 @@ case_() {
   done
 }
 
-case_ lenet5_ring --epochs 1 --batch-size 8
+# The same algorithm on both sides (auto calibrates each run by itself and may choose another one).
+case_ lenet5_ring --epochs 1 --batch-size 8 --allreduce ring
 case_ lenet5_mpi --epochs 1 --batch-size 8 --allreduce mpi
-case_ resnet18 --model resnet18 --max-steps 3 --batch-size 4
+case_ resnet18 --model resnet18 --max-steps 3 --batch-size 4 --allreduce ring
 # Two ranks a host, shared memory inside each host and TCP between them (the usual real layout): the ring
 # 0 -> 1 -> 2 -> 3 -> 0 crosses between hosts twice, each host sends one rank's ring share over its veth.
-HOSTS_RANKS_PER_HOST=2 HOSTS_BTL=tcp,vader,self case_ lenet5_2x2 --epochs 1 --batch-size 4
+HOSTS_RANKS_PER_HOST=2 HOSTS_BTL=tcp,vader,self case_ lenet5_2x2 --epochs 1 --batch-size 4 --allreduce ring
+# hier finds the 2 hosts by name (MPI_Comm_split_type deadlocked here) and gives the same bits as the one-host
+# run split into the same 2 artificial hosts (RINGTRAIN_RANKS_PER_HOST=2, hier's test split).
+ONE_HOST_SPLIT=2 HOSTS_RANKS_PER_HOST=2 HOSTS_BTL=tcp,vader,self case_ lenet5_2x2_hier --epochs 1 --batch-size 4 --allreduce hier
 
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]

@@ -1,16 +1,38 @@
 #include "ringtrain/dist/hierarchical_allreduce.h"
 
+#include <cstring>
+#include <vector>
+
 #include "ringtrain/core/error.h"
 #include "ringtrain/dist/halving_doubling.h"
 #include "ringtrain/dist/ring_allreduce.h"
 
 namespace ringtrain::dist {
 
+namespace {
+// The ranks of comm on this rank's host: the same MPI_Get_processor_name, colour = the first such rank.
+MPI_Comm split_by_host_name(MPI_Comm comm, const RankIn& me) {
+  std::vector<char> mine(MPI_MAX_PROCESSOR_NAME, '\0'), all(std::size_t(me.size) * MPI_MAX_PROCESSOR_NAME);
+  int len = 0;
+  MPI_Get_processor_name(mine.data(), &len);
+  MPI_Allgather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm);
+  int color = me.rank;
+  for (int r = 0; r < me.size; ++r)
+    if (std::memcmp(all.data() + std::size_t(r) * MPI_MAX_PROCESSOR_NAME, mine.data(), MPI_MAX_PROCESSOR_NAME) == 0) {
+      color = r;
+      break;
+    }
+  MPI_Comm local = MPI_COMM_NULL;
+  MPI_Comm_split(comm, color, me.rank, &local);
+  return local;
+}
+}  // namespace
+
 HierarchicalAllreduce::HierarchicalAllreduce(MPI_Comm comm, int ranks_per_host) {
   check(ranks_per_host >= 0, "hierarchical all-reduce: ranks per host must be >= 0");
   const RankIn world = rank_in(comm);
   if (ranks_per_host > 0) MPI_Comm_split(comm, world.rank / ranks_per_host, world.rank, &local_);
-  else MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, world.rank, MPI_INFO_NULL, &local_);
+  else local_ = split_by_host_name(comm, world);
   local_me_ = rank_in(local_);
   int is_first = local_me_.rank == 0 ? 1 : 0;
   MPI_Allreduce(&is_first, &hosts_, 1, MPI_INT, MPI_SUM, comm);

@@ -1,8 +1,11 @@
 // Hierarchical all-reduce: first inside each host, then between hosts, then inside each host again, so
 // the slow links between hosts carry 1/C of the buffer per rank instead of the whole ring's traffic.
 //
-// Hosts are MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) groups, or rank / ranks_per_host when that is
-// given (an artificial split, so tests and benchmarks on one machine exercise the path between hosts).
+// Hosts are the ranks with the same MPI_Get_processor_name (the host name), or rank / ranks_per_host when
+// that is given (an artificial split, so tests and benchmarks on one machine exercise the path between
+// hosts). Not MPI_Comm_split_type(MPI_COMM_TYPE_SHARED): it takes the launcher's idea of locality, which
+// for the emulated hosts of tests/net (namespaces sharing one kernel) deadlocked Open MPI 4.1 in the split
+// itself with 2 ranks a host (reproduced with a 15-line C program); the host name is what a hostfile names.
 // C = the smallest host's rank count. On each host, local ranks l >= C first send their vector to local
 // rank l mod C, which adds them in order of l (hosts may be uneven); the C ranks then
 //   1. reduce-scatter around the host's ring: C-1 steps, after which local rank l holds chunk (l+1) mod C
@@ -21,7 +24,7 @@ namespace ringtrain::dist {
 
 class HierarchicalAllreduce final : public ScheduledAllreduce {
  public:
-  // Collective over comm (splits it); comm is borrowed. ranks_per_host 0: hosts by shared memory.
+  // Collective over comm (splits it); comm is borrowed. ranks_per_host 0: hosts by host name.
   explicit HierarchicalAllreduce(MPI_Comm comm, int ranks_per_host = 0);
   ~HierarchicalAllreduce() override;
   HierarchicalAllreduce(const HierarchicalAllreduce&) = delete;
