@@ -48,11 +48,13 @@ batch_of() { case $1 in lenet5) echo 64;; resnet18) echo 32;; esac; }
 step_s() {  # np model [args...]
   local np=$1 model=$2; shift 2
   local rate
-  rate=$(mpirun -np "$np" --bind-to core "$RT" train --model "$model" --data digits --epochs 1 --log-every 0 --quiet \
+  local bind=core  # a core per rank; ranks beyond the cores cannot be bound to one each
+  ((np > $(nproc))) && bind=none
+  rate=$(mpirun -np "$np" --bind-to "$bind" "$RT" train --model "$model" --data digits --epochs 1 --log-every 0 --quiet \
            --max-steps "$(steps_of "$model")" --batch-size "$(batch_of "$model")" "$@" 2>&1 |
          sed -n 's/^trained .* (\([0-9.]*\) samples\/s.*/\1/p')
   [[ -n $rate ]] || { echo "scaling_model.sh: $model on $np rank(s) failed" >&2; exit 1; }
-  echo "$np * $(batch_of "$model") / $rate" | bc -l
+  echo "$np * $(batch_of "$model") / $rate" | bc -l | awk '{printf "%.9f\n", $1}'
 }
 buckets_of() {  # model -> bucket bytes, in backward's order, from --allreduce auto's plan line
   mpirun -np 2 --bind-to core "$RT" train --model "$1" --data digits --max-steps 1 --batch-size 2 --log-every 0 --quiet \
@@ -98,4 +100,5 @@ print(json.dumps(m.fit_link(pts)))' "$WORK/$l.points")"
   done
   echo "]}"
 } > "$WORK/figures.json"
+[[ -n ${FIGURES_OUT:-} ]] && cp "$WORK/figures.json" "$FIGURES_OUT"  # the raw figures, to rerun the model on
 python3 bench/scaling_model.py "$WORK/figures.json"
