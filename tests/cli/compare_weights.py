@@ -18,10 +18,11 @@ def weights(path):
     return out
 
 
-a, b = weights(sys.argv[1]), weights(sys.argv[2])
-assert a.keys() == b.keys(), "different tensors"
-worst = 0.0
-for k in a:
-    scale = max(abs(x) for x in a[k]) or 1.0
-    worst = max(worst, max(abs(x - y) for x, y in zip(a[k], b[k])) / scale)
-print(f"{worst:.3e}")
+if __name__ == "__main__":  # tensor_rel.py imports weights()
+    a, b = weights(sys.argv[1]), weights(sys.argv[2])
+    assert a.keys() == b.keys(), "different tensors"
+    worst = 0.0
+    for k in a:
+        scale = max(abs(x) for x in a[k]) or 1.0
+        worst = max(worst, max(abs(x - y) for x, y in zip(a[k], b[k])) / scale)
+    print(f"{worst:.3e}")

@@ -9,19 +9,15 @@ the key bias has an exactly zero gradient (softmax ignores a shift of every key)
 rounding noise that Adam's normalised step turns into updates of up to +-lr, different in any two
 implementations, and it has no effect on the output. Its third is left out of the worst (and listed
 with --list), so the figure says how closely the rest, what the model computes with, agree."""
-import array, json, math, struct, sys
+import math, sys
+
+import compare_weights  # beside this script
 
 
 def weights(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
+    """compare_weights.py's F32 weights, each in_proj_bias cut into its q, k and v thirds."""
     out = {}
-    for name, t in header.items():
-        if name == "__metadata__" or name.startswith("optim.") or t["dtype"] != "F32":
-            continue
-        a = array.array("f")
-        a.frombytes(raw[8 + n + t["data_offsets"][0]: 8 + n + t["data_offsets"][1]])
+    for name, a in compare_weights.weights(path).items():
         if name.endswith("in_proj_bias"):
             d = len(a) // 3
             for i, part in enumerate("qkv"):
