@@ -6,6 +6,8 @@
 # samples/s, evaluation excluded), of the gradient wait after backward and of the global samples/s, and the speed-up
 # of 2 ranks (overlap on) over 1.
 #   bench/overlap_zoo.sh [RUNS=5] [MODELS="lenet5 resnet18 mobilenet_v2 vit"] [extra ringtrain train options]
+# OVERLAP=auto compares the default --overlap auto (its trial steps included) with off instead of forced on;
+# STEPS_X=N runs N times the steps below (auto's trial takes 19 steps: give it a run long enough to matter).
 # BUILD_DIR (default build) holds the ringtrain binary; needs `ringtrain data prepare` first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,11 +18,12 @@ RT=${BUILD_DIR:-build}/ringtrain
 if [[ $(id -u) == 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# command: bench/overlap_zoo.sh $RUNS \"$MODELS\" $*"
-echo "# 'overlap on' is --overlap on (the default, --overlap auto, keeps whichever of the two its trial finds faster)"
+OVERLAP=${OVERLAP:-on} STEPS_X=${STEPS_X:-1}
+echo "# OVERLAP=$OVERLAP STEPS_X=$STEPS_X: 'overlap on' is --overlap $OVERLAP (the default, --overlap auto, keeps whichever of the two its trial finds faster)"
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 # Steps and per-rank batch per model: enough steps for a few seconds of training a run.
-steps_of() { case $1 in lenet5) echo 400;; resnet18) echo 24;; mobilenet_v2) echo 40;; vit) echo 60;; esac; }
+steps_of() { case $1 in lenet5) echo $((400 * STEPS_X));; resnet18) echo $((24 * STEPS_X));; mobilenet_v2) echo $((40 * STEPS_X));; vit) echo $((60 * STEPS_X));; esac; }
 batch_of() { case $1 in lenet5) echo 64;; *) echo 32;; esac; }
 run() {  # np model [args...] -> "step_ms wait_ms samples_per_s"
   local np=$1 model=$2; shift 2
@@ -44,7 +47,7 @@ for model in $MODELS; do
   s1=() r1=() son=() won=() ron=() soff=() woff=()
   for ((i = 0; i < RUNS; i++)); do
     read -r s _ r <<<"$(run 1 "$model" "$@")"; s1+=("$s"); r1+=("$r")
-    read -r s w r <<<"$(run 2 "$model" --overlap on "$@")"; son+=("$s"); won+=("$w"); ron+=("$r")
+    read -r s w r <<<"$(run 2 "$model" --overlap "$OVERLAP" "$@")"; son+=("$s"); won+=("$w"); ron+=("$r")
     read -r s w _ <<<"$(run 2 "$model" --no-overlap "$@")"; soff+=("$s"); woff+=("$w")
   done
   m() { printf '%s\n' "$@" | median; }

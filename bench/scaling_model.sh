@@ -4,7 +4,8 @@
 #     (tests/net/hosts.sh; skipped, saying why, where namespaces cannot be made), 4 KiB .. 16 MiB;
 #     scaling_model.py fits each link's per-hop alpha and beta;
 #  2. models: the one-rank step time of lenet5 (batch 64) and resnet18 (batch 32) on the digits
-#     (mpirun -np 1 --bind-to core), and their gradient buckets (the plan line of --allreduce auto);
+#     (mpirun -np 1 --bind-to core), alone and with every core busy (one single-rank training a core at
+#     once), and their gradient buckets (the plan line of --allreduce auto);
 #  3. measured: the same per-rank batch on 2, 3 and 4 ranks over shared memory (3-4 oversubscribed: ranks
 #     share the 2 cores), --allreduce ring, overlap on and off, the median step time of RUNS runs;
 #  4. bench/scaling_model.py: predicted against measured, then 2-1024 ranks on paper.
@@ -56,6 +57,22 @@ step_s() {  # np model [args...]
   [[ -n $rate ]] || { echo "scaling_model.sh: $model on $np rank(s) failed" >&2; exit 1; }
   echo "$np * $(batch_of "$model") / $rate" | bc -l | awk '{printf "%.9f\n", $1}'
 }
+# The one-rank step time with every core busy: one single-rank training per core at once (taskset, no
+# mpirun: each a world of one), the median of their step times. Two busy cores share caches and memory
+# bandwidth, so a rank of a full machine computes slower than a rank alone (resnet18: ~20% here).
+step_loaded_s() {  # model
+  local model=$1 c pids=() rates=()
+  for ((c = 0; c < $(nproc); c++)); do
+    taskset -c "$c" "$RT" train --model "$model" --data digits --epochs 1 --log-every 0 --quiet \
+      --max-steps "$(steps_of "$model")" --batch-size "$(batch_of "$model")" > "$WORK/loaded.$c" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]}" || { echo "scaling_model.sh: concurrent $model runs failed" >&2; exit 1; }
+  for ((c = 0; c < $(nproc); c++)); do
+    rates+=("$(sed -n 's/^trained .* (\([0-9.]*\) samples\/s.*/\1/p' "$WORK/loaded.$c")")
+  done
+  printf '%s\n' "${rates[@]}" | awk -v b="$(batch_of "$model")" '{printf "%.9f\n", b / $1}' | median
+}
 buckets_of() {  # model -> bucket bytes, in backward's order, from --allreduce auto's plan line
   mpirun -np 2 --bind-to core "$RT" train --model "$1" --data digits --max-steps 1 --batch-size 2 --log-every 0 --quiet \
     --allreduce auto 2>&1 | grep -m1 'bucket-kb' | grep -Eo '\([0-9.]+ KiB\)' | tr -d '()KiB ' |
@@ -78,11 +95,12 @@ print(json.dumps(m.fit_link(pts)))' "$WORK/$l.points")"
   echo "}, \"models\": {"
   first=1
   for model in lenet5 resnet18; do
-    s=()
-    for ((i = 0; i < RUNS; i++)); do s+=("$(step_s 1 "$model")"); done
+    s=() l=()
+    for ((i = 0; i < RUNS; i++)); do s+=("$(step_s 1 "$model")"); l+=("$(step_loaded_s "$model")"); done
     ((first)) || echo ","
     first=0
     echo "\"$model\": {\"batch\": $(batch_of "$model"), \"step_1rank_s\": $(printf '%s\n' "${s[@]}" | median),"
+    echo " \"step_loaded_s\": $(printf '%s\n' "${l[@]}" | median),"
     echo " \"bucket_bytes\": [$(buckets_of "$model" | sed 's/ $//; s/ /, /g')]}"
   done
   echo "}, \"measured\": ["
