@@ -8,7 +8,8 @@
 #
 #   bench/multi_host.sh [RUNS=3]      (as root)
 #   env: BATCH (per rank, default 128), STEPS (default 8), RATE (tc rate, default 1gbit; "none": no limit),
-#        BUILD_DIR (default build), BENCH_OUT (raw logs; default a temporary directory, removed)
+#        BUILD_DIR (default build), BENCH_OUT (raw logs; default a temporary directory, removed),
+#        TRAIN_EXTRA (more `ringtrain train` options for every run, e.g. "--bucket-kb 8192")
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-3}
@@ -30,13 +31,13 @@ hosts_up 2 "$WORK/hosts" || { echo "multi_host.sh: could not set up the hosts" >
 python3 tests/cli/make_idx.py good "$WORK/toy" --train $((2 * BATCH * (STEPS + 1))) --test 64 >/dev/null || exit 1
 
 echo "# $(date -u +%FT%TZ) $(hostname), $(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# resnet18, 2 hosts x 1 rank x batch $BATCH, $STEPS steps, link: ${RATE} (tbf on both ends of each veth)"
+echo "# resnet18, 2 hosts x 1 rank x batch $BATCH, $STEPS steps, link: ${RATE} (tbf on both ends of each veth)${TRAIN_EXTRA:+, options: $TRAIN_EXTRA}"
 if [[ -x $BUILD_DIR/bench/bench_allreduce ]]; then  # the link: resnet18's whole gradient (44.7 MB) in one all-reduce
   echo "# one all-reduce of 43654 KiB (resnet18's gradients in fp32) between the hosts, median of 5:"
   hosts_mpirun "$PWD/$BUILD_DIR/bench/bench_allreduce" --repeats 5 --min-kb 43654 --max-kb 43654 | grep '^|' | sed 's/^/#   /'
 fi
 train=(train --model resnet18 --data "$WORK/toy" --batch-size "$BATCH" --max-steps "$STEPS" --epochs 1
-       --log-every 0 --timeout 300 --seed 1)
+       --log-every 0 --timeout 300 --seed 1 ${TRAIN_EXTRA:-})
 configs=("fp32 overlap" "fp32 no-overlap" "bf16 overlap" "bf16 no-overlap")
 args_of() { local a=(--grad-comm "${1%% *}"); [[ $1 == *no-overlap ]] && a+=(--overlap off) || a+=(--overlap on); echo "${a[@]}"; }
 field() { sed -n "$2" "$1" | head -1; }
