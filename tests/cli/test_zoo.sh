@@ -29,7 +29,7 @@ $T --model vit --precision bf16 --max-steps 3 > "$WORK/bf16.log" 2>&1 && grep -q
 $T --model mobilenet_v2 --precision fp16 --max-steps 3 > "$WORK/fp16.log" 2>&1 && grep -q "^fp16 loss scaling: " "$WORK/fp16.log" && pass ||
   { fail "mobilenet_v2 --precision fp16"; tail -3 "$WORK/fp16.log"; }
 D="$RINGTRAIN train --model resnet18 --data $WORK/toy --epochs 1 --batch-size 8 --log-every 0 --max-steps 2 --nproc 2"
-$D > "$WORK/dp32.log" 2>&1 || { fail "resnet18 on 2 ranks"; tail -3 "$WORK/dp32.log"; }
+$D --allreduce ring > "$WORK/dp32.log" 2>&1 || { fail "resnet18 on 2 ranks"; tail -3 "$WORK/dp32.log"; }
 $D --grad-comm bf16 > "$WORK/dp16.log" 2>&1 || { fail "resnet18 on 2 ranks, bf16 gradients"; tail -3 "$WORK/dp16.log"; }
 b32=$(sed -n 's/^all-reduce bytes per step: \([0-9]*\) sent.*/\1/p' "$WORK/dp32.log")
 b16=$(sed -n 's/^all-reduce bytes per step: \([0-9]*\) sent.*/\1/p' "$WORK/dp16.log")

@@ -225,6 +225,47 @@ TEST(Communicator, EveryAlgorithmBlockingAndNonBlocking) {
     }
 }
 
+// traffic(): the bytes our algorithms post, as their schedules say. Summed over the ranks, a ring sum of n
+// floats sends every chunk W-1 times in each phase: 2 (W-1) n x 4 bytes, for any W and n; halving-doubling
+// at a power of two sends the same (each pair splits its range in two, log2 W times, then gathers back);
+// recursive doubling sends the whole buffer log2 W times from every rank. MPI_Allreduce's sums are counted,
+// not their bytes.
+TEST(Communicator, TrafficCountsWhatEachAlgorithmSends) {
+  const int W = world_size();
+  const bool power_of_two = (W & (W - 1)) == 0;
+  const std::size_t n = 10007;
+  std::vector<float> x(n, 1.0f);
+  auto sent_by_all = [&](const MpiCommunicator& comm) {
+    double sent = double(comm.traffic().bytes_sent);
+    MpiCommunicator sum(MPI_COMM_WORLD, options(AllreduceAlgorithm::Mpi));
+    sum.allreduce_sum(&sent, 1);
+    return sent;
+  };
+  const double ring_total = 2.0 * (W - 1) * double(n) * sizeof(float);
+  {
+    MpiCommunicator comm(MPI_COMM_WORLD, options(AllreduceAlgorithm::Ring));
+    comm.allreduce_sum(x.data(), n);
+    comm.start_allreduce_sum(x.data(), n);
+    comm.wait_allreduce();
+    EXPECT_EQ(sent_by_all(comm), 2 * ring_total) << "two ring sums";
+    EXPECT_EQ(comm.traffic().library_sums, 0);
+  }
+  if (power_of_two) {
+    MpiCommunicator hd(MPI_COMM_WORLD, options(AllreduceAlgorithm::HalvingDoubling));
+    hd.allreduce_sum(x.data(), n);
+    EXPECT_EQ(sent_by_all(hd), ring_total) << "halving-doubling";
+    MpiCommunicator rd(MPI_COMM_WORLD, options(AllreduceAlgorithm::RecursiveDoubling));
+    rd.allreduce_sum(x.data(), n);
+    EXPECT_EQ(double(rd.traffic().bytes_sent), std::log2(double(W)) * double(n) * sizeof(float)) << "recursive doubling";
+  }
+  MpiCommunicator mpi(MPI_COMM_WORLD, options(AllreduceAlgorithm::Mpi));
+  mpi.allreduce_sum(x.data(), n);
+  mpi.start_allreduce_sum(x.data(), n);
+  mpi.wait_allreduce();
+  EXPECT_EQ(mpi.traffic().bytes_sent, 0u);
+  EXPECT_EQ(mpi.traffic().library_sums, W > 1 ? 2 : 0);
+}
+
 TEST(Communicator, AutoFollowsItsModelPerSize) {
   const int r = world_rank();
   MpiCommunicator comm(MPI_COMM_WORLD, options(AllreduceAlgorithm::Auto));

@@ -66,7 +66,7 @@ TEST_P(HalfAllreduceTest, SumWithinRoundingBoundSameBitsOnEveryRank) {
     comm.broadcast(root.data(), n * sizeof(float), 0);
     EXPECT_EQ(0, std::memcmp(root.data(), got.data(), n * sizeof(float))) << "ranks disagree";
     // Half the bytes of an fp32 ring on the wire.
-    const std::size_t sent = half.bytes_sent();
+    const std::size_t sent = half.traffic().bytes_sent;
     long long total = (long long)sent;
     MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     // Over all ranks each chunk is sent W-1 times a phase: 2 (W-1) n elements of 2 bytes in all.
@@ -102,7 +102,7 @@ TEST_P(HalfAllreduceTest, NonBlockingEqualsBlocking) {
     overlapped.wait_allreduce();
     EXPECT_EQ(0, std::memcmp(want.data(), got.data(), n * sizeof(float))) << "non-blocking differs from blocking";
     EXPECT_EQ(0, std::memcmp(want.data(), again.data(), n * sizeof(float))) << "second non-blocking sum differs";
-    EXPECT_EQ(overlapped.bytes_sent(), 2 * blocking.bytes_sent());
+    EXPECT_EQ(overlapped.traffic().bytes_sent, 2 * blocking.traffic().bytes_sent);
   }
 }
 

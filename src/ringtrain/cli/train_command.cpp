@@ -371,9 +371,15 @@ int train_command(int argc, char** argv, int first) {
                   result.gradient_buckets, result.allreduce_ms_per_step);
     if (trainer.sharded())
       std::printf("parameter all-gather %.3f ms/step after the optimizer (--shard-optimizer)\n", result.param_gather_ms_per_step);
-    if (dp_comm.size() > 1)
-      std::printf("all-reduce bytes per step: %.0f sent by each rank (gradients in %s)\n", result.allreduce_bytes_per_step,
-                  config.grad_comm.c_str());
+    if (dp_comm.size() > 1) {
+      // Rank 0's own count (ranks of halving-doubling's fold, or of hier, send different amounts).
+      std::printf("all-reduce bytes per step: %.0f sent by rank 0 (gradients in %s%s)", result.allreduce_bytes_per_step,
+                  config.grad_comm.c_str(), trainer.sharded() ? "; reduce-scatter + the parameters' all-gathers, the EMA's for evaluation included" : "");
+      if (result.allreduce_library_sums_per_step > 0)
+        std::printf(", plus %.1f MPI_Allreduce sum(s) a step whose bytes the library does not tell",
+                    result.allreduce_library_sums_per_step);
+      std::printf("\n");
+    }
     if (config.precision == "fp16")
       std::printf("fp16 loss scaling: %lld step(s) skipped, final scale %g\n", (long long)result.skipped_steps,
                   double(result.loss_scale));

@@ -46,6 +46,14 @@ class Communicator {
     std::size_t begin = 0, end = 0;
   };
   virtual Range shard_chunk(std::size_t n) const { return {0, size() == 1 ? n : 0}; }
+  // What this communicator's sums and their phases have sent from this rank since it was made: the
+  // bytes our own algorithms posted, and how many sums went to the MPI library instead, whose traffic
+  // it does not tell (the trainer's "all-reduce bytes per step" says so).
+  struct Traffic {
+    std::uint64_t bytes_sent = 0;
+    std::int64_t library_sums = 0;
+  };
+  virtual Traffic traffic() const { return {}; }
   // Copies root's bytes to every rank.
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
   virtual void barrier() = 0;

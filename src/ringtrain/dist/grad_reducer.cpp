@@ -47,7 +47,14 @@ GradReducer::GradReducer(nn::ParameterSet& params, Communicator& comm, const Gra
     for (const Bucket& b : buckets_) largest = std::max(largest, b.count);
     std::vector<float> warm_up(largest, 0.0f);
     comm_->allreduce_sum(warm_up.data(), warm_up.size());
+    warmed_up_ = comm_->traffic();
   }
+}
+
+void GradReducer::count_traffic() {
+  const Communicator::Traffic now = comm_->traffic();
+  stats_.bytes_sent = now.bytes_sent - warmed_up_.bytes_sent;
+  stats_.library_sums = now.library_sums - warmed_up_.library_sums;
 }
 
 void GradReducer::begin_step() {
@@ -113,6 +120,7 @@ void GradReducer::all_gather(float* buf) {
     comm_->wait_allreduce();
   }
   stats_.gather_s += seconds_since(t0);
+  count_traffic();
 }
 
 void GradReducer::pump() {
@@ -147,6 +155,7 @@ double GradReducer::wait() {
       finish_in_flight();
     }
     begin_step();
+    count_traffic();
   }
   double waited = seconds_since(t0);
   stats_.steps += 1;

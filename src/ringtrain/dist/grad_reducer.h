@@ -57,6 +57,10 @@ struct GradReducerStats {
   double last_wait_s = 0;
   double comm_s = 0;       // total time spent in all-reduce calls (the hook's tests and wait())
   double gather_s = 0;     // shard mode: total time in all_gather() (the updated parameters)
+  // What the buckets' sums (and shard mode's all-gathers) sent from this rank since the warm-up: the
+  // bytes our all-reduces posted, and the sums left to MPI_Allreduce, whose bytes are not known.
+  std::uint64_t bytes_sent = 0;
+  std::int64_t library_sums = 0;
 };
 
 // Cuts views (state_dict order, offsets into one buffer) into buckets from the end. Exposed for tests.
@@ -103,6 +107,7 @@ class GradReducer {
   void start(int bucket);
   void finish_in_flight();  // wait for the bucket in flight, average it
   void average(int bucket);  // sum / W, once its all-reduce is complete
+  void count_traffic();      // stats_.bytes_sent / library_sums from the communicator's counters
 
   nn::ParameterSet& params_;
   GradReducerOptions opt_;
@@ -115,6 +120,7 @@ class GradReducer {
   std::vector<int> ready_;              // buckets in the order they completed this step
   std::size_t next_ready_ = 0;          // ready_[next_ready_] is the next to start
   int in_flight_ = -1;                  // the bucket whose all-reduce is running, or -1
+  Communicator::Traffic warmed_up_;     // the duplicate's counters after the warm-up sum
   GradReducerStats stats_;
 };
 

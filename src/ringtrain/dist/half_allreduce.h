@@ -91,7 +91,8 @@ class HalfGradCommunicator final : public Communicator {
   void broadcast(void* data, std::size_t bytes, int root) override { inner_->broadcast(data, bytes, root); }
   void barrier() override { inner_->barrier(); }
   std::unique_ptr<Communicator> duplicate() override;
-  std::size_t bytes_sent() const { return ring_ ? ring_->bytes_sent() : 0; }
+  // The 16-bit ring's bytes (the float sums'; the inner communicator counts its own).
+  Traffic traffic() const override { return {ring_ ? ring_->bytes_sent() : 0, 0}; }
 
  private:
   void init();

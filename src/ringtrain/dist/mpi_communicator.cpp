@@ -132,6 +132,7 @@ void MpiCommunicator::run(AllreduceAlgorithm a, T* data, std::size_t n, MPI_Data
     scheduled(a).run(data, n);
     return;
   }
+  ++library_sums_;
   for (std::size_t done = 0; done < n;) {  // MPI counts are int
     int count = int(std::min<std::size_t>(n - done, INT_MAX));
     if (thread_poll_mode() == PollMode::Spin) {
@@ -169,8 +170,22 @@ void MpiCommunicator::start_allreduce_sum(float* data, std::size_t n) {
   if (a == AllreduceAlgorithm::Ring) return start_ring(data, n, RingPhase::AllReduce, "allreduce_sum (overlapped)");
   pending_algorithm_ = a;
   pending_guard_.emplace(watchdog_->arm("allreduce_sum (overlapped)", "float", n, allreduce_name(a)));
-  if (a == AllreduceAlgorithm::Mpi) MPI_Iallreduce(MPI_IN_PLACE, data, int(n), MPI_FLOAT, MPI_SUM, comm_, &pending_mpi_);
-  else scheduled(a).start(data, n);
+  if (a == AllreduceAlgorithm::Mpi) {
+    ++library_sums_;
+    MPI_Iallreduce(MPI_IN_PLACE, data, int(n), MPI_FLOAT, MPI_SUM, comm_, &pending_mpi_);
+  } else {
+    scheduled(a).start(data, n);
+  }
+}
+
+Communicator::Traffic MpiCommunicator::traffic() const {
+  Traffic t;
+  t.library_sums = library_sums_;
+  if (ring_) t.bytes_sent += ring_->bytes_sent();
+  if (hd_) t.bytes_sent += hd_->bytes_sent();
+  if (rd_) t.bytes_sent += rd_->bytes_sent();
+  if (hier_) t.bytes_sent += hier_->bytes_sent();
+  return t;
 }
 
 // The ring, whole or one of its phases (those two whatever --allreduce says: only the ring has them).

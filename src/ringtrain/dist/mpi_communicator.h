@@ -99,6 +99,7 @@ class MpiCommunicator final : public Communicator {
   // What a sum of this many bytes runs: the --allreduce choice, or auto's pick.
   AllreduceAlgorithm algorithm_for(std::size_t bytes) const;
 
+  Traffic traffic() const override;
   AllreduceAlgorithm algorithm() const { return opt_.algorithm; }
   int hosts() const { return hier_ ? hier_->hosts() : 1; }  // as hier splits them (1 without hier)
   const std::shared_ptr<AllreduceCostModel>& cost_model() const { return opt_.cost_model; }
@@ -122,6 +123,7 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<RecursiveDoublingAllreduce> rd_;
   std::unique_ptr<HierarchicalAllreduce> hier_;  // only for hier and auto (its split is collective)
   AllreduceAlgorithm pending_algorithm_ = AllreduceAlgorithm::Ring;  // the non-blocking sum's
+  std::int64_t library_sums_ = 0;  // sums run by MPI_Allreduce / MPI_Iallreduce (traffic())
   // The non-blocking float sum in flight: the watchdog is armed from start to completion.
   std::optional<Watchdog::Guard> pending_guard_;
   MPI_Request pending_mpi_ = MPI_REQUEST_NULL;  // --allreduce mpi: MPI_Iallreduce's request

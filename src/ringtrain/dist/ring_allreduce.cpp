@@ -106,6 +106,7 @@ std::size_t RingAllreduce::segment(int chunk, int k, std::size_t& len) const {
 void RingAllreduce::post_send(int t, int k) {
   std::size_t len;
   const std::size_t b = segment(send_chunk(t), k, len);
+  bytes_sent_ += len * elem_;
   MPI_Isend(data_ + b * elem_, int(len), type_, (rank_ + 1) % size_, k, comm_, &sends_[std::size_t(t) * K_ + k]);
 }
 

@@ -89,6 +89,8 @@ class RingAllreduce {
   bool progress() { return advance(false); }
   void finish() { advance(true); }
   bool active() const { return active_; }
+  // Bytes this rank has posted to its neighbour since construction (every phase, every type).
+  std::uint64_t bytes_sent() const { return bytes_sent_; }
 
  private:
   using AddFn = void (*)(void* dst, const void* src, std::size_t n);
@@ -116,6 +118,7 @@ class RingAllreduce {
 
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
+  std::uint64_t bytes_sent_ = 0;
   RingOptions opt_;
   AlignedBuffer<unsigned char> scratch_;
   std::vector<MPI_Request> sends_, recvs_;

@@ -46,8 +46,10 @@ void ScheduledAllreduce::post(const Step& s) {
     unsigned char* dst = s.reduce ? scratch_.data() : data_ + s.recv.offset * elem_;
     MPI_Irecv(dst, int(s.recv.count), type_, s.recv.peer, kTag, s.recv.comm, &req_[0]);
   }
-  if (s.send.peer >= 0)
+  if (s.send.peer >= 0) {
+    bytes_sent_ += s.send.count * elem_;
     MPI_Isend(data_ + s.send.offset * elem_, int(s.send.count), type_, s.send.peer, kTag, s.send.comm, &req_[1]);
+  }
 }
 
 bool ScheduledAllreduce::advance(bool block) {

@@ -51,6 +51,8 @@ class ScheduledAllreduce {
   bool progress() { return advance(false); }  // true once complete; never blocks
   void finish() { advance(true); }
   bool active() const { return active_; }
+  // Bytes this rank has posted to its peers since construction.
+  std::uint64_t bytes_sent() const { return bytes_sent_; }
 
  protected:
   // This rank's steps for a sum of n elements.
@@ -68,6 +70,7 @@ class ScheduledAllreduce {
   void post(const Step& s);
   bool advance(bool block);
 
+  std::uint64_t bytes_sent_ = 0;
   AlignedBuffer<unsigned char> scratch_;  // a reduce step's incoming range
   std::vector<Step> steps_;
   std::size_t next_ = 0;  // the step posted (in flight) is next_ - 1

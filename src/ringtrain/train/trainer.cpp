@@ -519,9 +519,10 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
     result.gradient_buckets = int(reducer_->buckets().size());
     result.overlap_kept = reducer_->overlap();
     result.param_gather_ms_per_step = st.steps ? 1000.0 * st.gather_s / double(st.steps) : 0.0;
-    const std::size_t elem = dist::grad_comm_bytes(dist::parse_grad_comm(config_.grad_comm));
-    for (const dist::Bucket& b : reducer_->buckets())
-      result.allreduce_bytes_per_step += double(dist::ring_bytes_sent(b.count, comm_.size(), elem));
+    if (st.steps) {
+      result.allreduce_bytes_per_step = double(st.bytes_sent) / double(st.steps);
+      result.allreduce_library_sums_per_step = double(st.library_sums) / double(st.steps);
+    }
   }
   if (scaler_) {
     result.skipped_steps = scaler_->skipped_steps();

@@ -89,9 +89,12 @@ struct TrainResult {
   double allreduce_seconds = 0.0;      // total time inside gradient all-reduces (W > 1)
   double allreduce_ms_per_step = 0.0;  // the same per step of this process (W > 1)
   int gradient_buckets = 0;            // buckets the gradients were all-reduced in (W > 1)
-  double param_gather_ms_per_step = 0.0;
-  bool overlap_kept = true;            // W > 1: the mode the run ended in (--overlap auto's choice)  // --shard-optimizer: the updated parameters' all-gather
-  double allreduce_bytes_per_step = 0.0;  // gradient bytes one rank sends a step (ring average; W > 1)
+  double param_gather_ms_per_step = 0.0;  // --shard-optimizer: the updated parameters' all-gather
+  bool overlap_kept = true;            // W > 1: the mode the run ended in (--overlap auto's choice)
+  // W > 1: bytes this rank's gradient all-reduces (and --shard-optimizer's all-gathers) sent a step,
+  // counted as our algorithms post them; sums run by MPI_Allreduce instead are counted, not their bytes.
+  double allreduce_bytes_per_step = 0.0;
+  double allreduce_library_sums_per_step = 0.0;
   int64_t skipped_steps = 0;           // fp16: steps skipped for inf/NaN gradients
   float loss_scale = 1.0f;             // fp16: the final loss scale
 };
