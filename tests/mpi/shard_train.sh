@@ -2,8 +2,8 @@
 # `ringtrain train --shard-optimizer` (ZeRO-1) end to end, on a toy dataset (tests/cli/make_idx.py):
 #  - 2, 3 and 4 ranks: the saved checkpoint is bit-identical to the unsharded run's with --allreduce ring (the default recipe,
 #    Adam + EMA), and each rank holds at most 1/W of the optimizer state + 1% (the printed shard line);
-#  - fp16 with loss scaling (3 ranks), --tp 2 on 4 ranks (sharded over each dp group of 2) and resnet18
-#    (2 ranks, a few steps): bit-identical too;
+#  - fp16 with loss scaling (3 ranks), --tp 2 on 4 ranks (sharded over each dp group of 2), --micro-batches 4
+#    (3 ranks) and resnet18 (2 ranks, a few steps): bit-identical too;
 #  - a sharded periodic checkpoint holds the same whole tensors as an unsharded one, and a run resumed
 #    from it on another world size (2 -> 3 ranks, sharded) ends bit-identical to the unsharded 2 -> 3 resume;
 #  - --shard-optimizer with 16-bit gradient traffic is refused with a one-line error.
@@ -58,6 +58,11 @@ cmp -s "$WORK/ptp.st" "$WORK/stp.st" && pass || fail "--tp 2 on 4 ranks (dp 2): 
 run 2 "$WORK/pr.log" --model resnet18 --epochs 1 --max-steps 3 --batch-size 4 --save "$WORK/pr.st"
 run 2 "$WORK/sr.log" --model resnet18 --epochs 1 --max-steps 3 --batch-size 4 --save "$WORK/sr.st" --shard-optimizer
 cmp -s "$WORK/pr.st" "$WORK/sr.st" && pass || fail "resnet18, 2 ranks: sharded weights differ"
+
+# Gradient accumulation: micro-batches' sums, then one sharded step (3 ranks, batch 8 in 4 micro-batches).
+run 3 "$WORK/pmb.log" --epochs 1 --micro-batches 4 --save "$WORK/pmb.st"
+run 3 "$WORK/smb.log" --epochs 1 --micro-batches 4 --save "$WORK/smb.st" --shard-optimizer
+cmp -s "$WORK/pmb.st" "$WORK/smb.st" && pass || fail "--micro-batches 4, 3 ranks: sharded weights differ"
 
 # Periodic checkpoint at step 20 on 2 ranks, then resumed on 3 (2 epochs of 38 steps in all).
 for mode in plain shard; do
