@@ -77,6 +77,7 @@ struct Config {
   AllreduceAlgorithm algo;
   bool overlap;
   std::size_t bucket_bytes;
+  double progress_interval_s = 0;  // > 0: the progress thread moves the buckets too
 };
 
 class DataParallel : public ::testing::TestWithParam<Config> {};
@@ -97,7 +98,9 @@ TEST_P(DataParallel, MatchesOneRankWithTheGlobalBatch) {
   comm.broadcast(p.params(), p.size() * sizeof(float), 0);  // ... until rank 0's are broadcast
   model->reserve(kBatch);
   optim::Adam adam(p.size(), {});
-  GradReducer reducer(p, comm, {.bucket_bytes = cfg.bucket_bytes, .overlap = cfg.overlap});
+  GradReducer reducer(p, comm, {.bucket_bytes = cfg.bucket_bytes, .overlap = cfg.overlap,
+                                .progress_interval_s = cfg.progress_interval_s});
+  EXPECT_EQ(reducer.progress_thread(), cfg.progress_interval_s > 0 && W > 1);
   std::vector<float> first_grads;
   for (int s = 0; s < kSteps; ++s)
     train_step(ops::reference_kernels(), *model, adam, d, (int64_t(s) * W + r) * kBatch, kBatch, &reducer, s == 0 ? &first_grads : nullptr);
@@ -124,10 +127,14 @@ INSTANTIATE_TEST_SUITE_P(
     Modes, DataParallel,
     ::testing::Values(Config{AllreduceAlgorithm::Ring, true, 25 << 10}, Config{AllreduceAlgorithm::Ring, false, 25 << 10},
                       Config{AllreduceAlgorithm::Mpi, true, 25 << 10}, Config{AllreduceAlgorithm::Mpi, false, 25 << 10},
-                      Config{AllreduceAlgorithm::Ring, true, 1}, Config{AllreduceAlgorithm::Ring, true, 1 << 30}),
+                      Config{AllreduceAlgorithm::Ring, true, 1}, Config{AllreduceAlgorithm::Ring, true, 1 << 30},
+                      // a progress thread (waking every 20 us: it races the layer-boundary calls all the time)
+                      Config{AllreduceAlgorithm::Ring, true, 25 << 10, 20e-6}, Config{AllreduceAlgorithm::Ring, true, 1, 20e-6},
+                      Config{AllreduceAlgorithm::HalvingDoubling, true, 25 << 10, 20e-6},
+                      Config{AllreduceAlgorithm::Mpi, true, 25 << 10, 20e-6}),
     [](const auto& info) {
       return std::string(allreduce_name(info.param.algo)) + (info.param.overlap ? "_overlap" : "_no_overlap") +
-             "_bucket" + std::to_string(info.param.bucket_bytes);
+             "_bucket" + std::to_string(info.param.bucket_bytes) + (info.param.progress_interval_s > 0 ? "_thread" : "");
     });
 
 TEST(GradReducer, BucketsForLeNet5) {

@@ -4,6 +4,7 @@
 #  - --nproc 2 is the same job (bit-identical checkpoint);
 #  - overlap auto (the default: a trial of a few steps each way, then the faster), --overlap on and
 #    --no-overlap give bit-identical weights (same buckets, same order), and auto says what it chose;
+#    so does a progress thread (--progress-thread-us, 3 ranks);
 #  - 2 ranks x batch 8 sees the same samples each step as 1 rank x batch 16 (DistributedSampler), so the
 #    accuracy matches within 1 point; --allreduce mpi trains as well;
 #  - 3 ranks (200 test samples do not divide by 3): the accuracy printed equals single-process eval of
@@ -40,6 +41,14 @@ grep -Eq "^overlap auto: [0-9.]+ ms/step with overlap, [0-9.]+ ms/step without .
 train --nproc 2 --batch-size 8 --overlap on --save "$WORK/c2.st" > "$WORK/c2.log" 2>&1 || fail "--overlap on exited $?"
 cmp -s "$WORK/a.st" "$WORK/c2.st" && pass || fail "overlap auto/on gave different weights"
 grep -q "^overlap auto" "$WORK/c2.log" && fail "--overlap on ran a trial" || pass
+# A progress thread moving the buckets between layer boundaries: same bits (3 ranks, the ring), and says so.
+train --nproc 3 --batch-size 8 --overlap on --allreduce ring --save "$WORK/p0.st" > "$WORK/p0.log" 2>&1 || fail "3 ranks, ring exited $?"
+train --nproc 3 --batch-size 8 --overlap on --allreduce ring --progress-thread-us 100 --save "$WORK/p1.st" > "$WORK/p1.log" 2>&1 ||
+  { fail "--progress-thread-us 100 exited $?"; cat "$WORK/p1.log"; }
+cmp -s "$WORK/p0.st" "$WORK/p1.st" && pass || fail "a progress thread changed the weights"
+grep -q "overlap on, a progress thread every 100 us" "$WORK/p1.log" && pass || { fail "no progress-thread report"; grep "gradient wait" "$WORK/p1.log"; }
+train --nproc 2 --progress-thread-us -5 > "$WORK/p2.log" 2>&1
+[ $? -ne 0 ] && grep -q "progress-thread-us" "$WORK/p2.log" && pass || { fail "--progress-thread-us -5 not refused"; cat "$WORK/p2.log"; }
 train --nproc 2 --overlap sometimes > "$WORK/c3.log" 2>&1
 [ $? -ne 0 ] && grep -q "overlap must be auto, on or off, got 'sometimes'" "$WORK/c3.log" && pass || fail "--overlap sometimes not refused"
 train --nproc 2 --overlap on --no-overlap > "$WORK/c4.log" 2>&1

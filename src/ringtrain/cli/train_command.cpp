@@ -1,5 +1,6 @@
 // `ringtrain train`: trains a model of the zoo (--model) on a dataset and prints the test accuracy.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -79,6 +80,8 @@ Options train_options() {
   o.add("bucket-kb", "128", "gradient bucket size in KiB (all-reduces start as buckets fill during backward)");
   o.add("overlap", "auto", "overlap the gradient all-reduces with backward: auto (time a few steps each way, keep the faster) | on | off");
   o.add_flag("no-overlap", "the same as --overlap off: all-reduce the gradients only after backward");
+  o.add("progress-thread-us", "0", "0: the gradient all-reduces move at backward's layer boundaries; N > 0: a "
+        "progress thread also moves them every N microseconds (slow networks, long layers)");
   o.add_flag("shard-optimizer", "ZeRO-1: each rank keeps the optimizer state of 1/W of the parameters (reduce-scatter, update, all-gather)");
   o.add("timeout", "1800", "seconds a collective may take before the whole job is aborted (0: never)");
   o.add("tp", "1", "tensor-parallel ranks: lenet5's fc1/fc2 or vit's encoder (attention by heads, MLP) split over this "
@@ -222,6 +225,7 @@ int train_command(int argc, char** argv, int first) {
   check(!opt.flag("no-overlap") || !opt.given("overlap") || config.overlap == "off",
         "--no-overlap contradicts --overlap " + config.overlap);
   if (opt.flag("no-overlap")) config.overlap = "off";
+  config.reducer.progress_interval_s = 1e-6 * double(opt.integer("progress-thread-us", 0, 1000000));
   config.shard_optimizer = opt.flag("shard-optimizer");
   check(!config.shard_optimizer || config.grad_comm == "fp32",
         "--shard-optimizer needs --grad-comm fp32 (the 16-bit ring has no reduce-scatter), got --grad-comm " +
@@ -365,10 +369,13 @@ int train_command(int argc, char** argv, int first) {
                   int(per_step), per_step * 2.0 * (grid->tp() - 1) / grid->tp(), 4.0 * double(st.floats) / 1048576.0,
                   (long long)st.calls, st.seconds);
     }
-    if (dp_comm.size() > 1)
+    if (dp_comm.size() > 1) {
+      std::string how = result.overlap_kept ? "overlap on" : "overlap off";
+      if (result.overlap_kept && config.reducer.progress_interval_s > 0)
+        how += ", a progress thread every " + std::to_string(std::lround(1e6 * config.reducer.progress_interval_s)) + " us";
       std::printf("gradient wait %.3f ms/step after backward (%s, %d buckets), %.3f ms/step in all-reduce calls\n",
-                  result.grad_wait_ms_per_step, result.overlap_kept ? "overlap on" : "overlap off",
-                  result.gradient_buckets, result.allreduce_ms_per_step);
+                  result.grad_wait_ms_per_step, how.c_str(), result.gradient_buckets, result.allreduce_ms_per_step);
+    }
     if (trainer.sharded())
       std::printf("parameter all-gather %.3f ms/step after the optimizer (--shard-optimizer)\n", result.param_gather_ms_per_step);
     if (dp_comm.size() > 1) {

@@ -48,6 +48,37 @@ GradReducer::GradReducer(nn::ParameterSet& params, Communicator& comm, const Gra
     std::vector<float> warm_up(largest, 0.0f);
     comm_->allreduce_sum(warm_up.data(), warm_up.size());
     warmed_up_ = comm_->traffic();
+    if (opt_.progress_interval_s > 0) progress_ = std::thread([this] { progress_loop(); });
+  }
+}
+
+GradReducer::~GradReducer() {
+  if (!progress_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_.notify_one();
+  progress_.join();
+}
+
+void GradReducer::progress_loop() {
+  const auto interval = std::chrono::duration<double>(opt_.progress_interval_s);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    if (in_flight_ < 0 && next_ready_ == ready_.size()) {  // nothing in flight or queued: sleep until there is
+      work_.wait(lock);
+      continue;
+    }
+    // Test (and start the next queued bucket), then let the compute thread have the core.
+    if (in_flight_ >= 0 && comm_->test_allreduce()) finish_in_flight();
+    if (in_flight_ < 0 && next_ready_ < ready_.size()) {
+      start(ready_[next_ready_++]);
+      comm_->test_allreduce();
+    }
+    lock.unlock();
+    std::this_thread::sleep_for(interval);
+    lock.lock();
   }
 }
 
@@ -68,12 +99,19 @@ void GradReducer::begin_step() {
 
 void GradReducer::on_grads_ready(const nn::Layer& layer) {
   if (world_ == 1 || !opt_.overlap) return;
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  if (progress_.joinable()) lock.lock();
+  const std::size_t queued = ready_.size();
   for (int v : layer.param_indices()) {
     check(v >= 0 && v < int(view_ready_.size()), "grad reducer: layer " + layer.name() + " reports an unknown parameter");
     check(!view_ready_[v], "grad reducer: " + params_.views()[v].name + " reported twice in one step");
     view_ready_[v] = 1;
     const int b = view_bucket_[v];
     if (--pending_[b] == 0) ready_.push_back(b);
+  }
+  if (progress_.joinable()) {  // the thread moves the communication; wake it for a new bucket
+    if (ready_.size() != queued) work_.notify_one();
+    return;
   }
   pump();
 }
@@ -113,6 +151,7 @@ std::vector<optim::Span> GradReducer::shard_spans() const {
 
 void GradReducer::all_gather(float* buf) {
   if (!sharded()) return;
+  std::lock_guard<std::mutex> lock(mu_);
   auto t0 = std::chrono::steady_clock::now();
   ScopedPollMode mode(PollMode::Adaptive);
   for (const Bucket& b : buckets_) {
@@ -138,6 +177,7 @@ void GradReducer::pump() {
 
 double GradReducer::wait() {
   auto t0 = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mu_);  // the progress thread (if any) stays out until the step is done
   if (world_ > 1) {
     // Nothing else to do now: an adaptive wait (spins briefly, then yields, so a late peer or a busy
     // machine does not cost a held core).

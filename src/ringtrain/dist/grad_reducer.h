@@ -4,11 +4,15 @@
 // bucket 0 is ready first. Model::backward's hook runs after every layer; when a bucket's last view is
 // reported, the bucket joins a queue, and the hook moves the all-reduce in flight on (non-blocking ring:
 // Communicator::start_allreduce_sum / test_allreduce) and starts the next queued bucket when it is done.
-// So backward itself drives the communication between its layers, on its own core: no extra thread,
-// which on a rank with one core could only run when backward stops (measured: a communication thread
-// made the wait longer, not shorter). While this rank computes its earlier layers, its peers' messages
-// arrive and are picked up at the next layer boundary; what is not complete when backward ends (the last
-// bucket at least, conv2 and conv1, whose gradients come last) is finished by wait().
+// So backward itself drives the communication between its layers, on its own core: by default no extra
+// thread, which on a rank with one core could only run when backward stops (measured: a spinning
+// communication thread made the wait longer, not shorter). While this rank computes its earlier layers,
+// its peers' messages arrive and are picked up at the next layer boundary; what is not complete when
+// backward ends (the last bucket at least, conv2 and conv1, whose gradients come last) is finished by
+// wait(). Over a slow network that is too seldom: between two boundaries a rank moves no more than its
+// sockets' buffers hold, and every ring step waits for both ranks to reach one. progress_interval > 0
+// adds a progress thread that sleeps that long between moves (a few microseconds of the core each
+// time), so a bucket's messages keep flowing while a long layer computes (--comm-progress thread).
 //
 // Every rank starts the buckets in the same order (backward runs the same layers everywhere), which the
 // collectives need. With overlap off (--no-overlap) the hook does nothing and wait() reduces every
@@ -18,9 +22,12 @@
 // wait() measures how long the step stood still waiting for gradients after backward (the figure that
 // overlap exists to shrink); stats() accumulates it.
 #pragma once
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "ringtrain/dist/communicator.h"
@@ -43,6 +50,9 @@ struct GradReducerOptions {
   // slice of the updated parameters to all (the ring's second half). The slice's sum is the same ring
   // fold as the whole all-reduce's, so the parameters end bit-identical to an unsharded ring run.
   bool shard = false;
+  // > 0: a progress thread moves the buckets in flight on every progress_interval_s while backward
+  // computes (see above); 0: only the layer boundaries do. Same bits either way.
+  double progress_interval_s = 0;
 };
 
 struct Bucket {
@@ -75,6 +85,7 @@ class GradReducer {
   GradReducer(nn::ParameterSet& params, Communicator& comm, const GradReducerOptions& opt = {});
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;
+  ~GradReducer();
 
   // Pass to Model::backward: model.backward(k, x, dlogits, N, reducer.hook()).
   nn::Model::GradReadyHook hook() {
@@ -98,12 +109,14 @@ class GradReducer {
   void all_gather(float* buf);
   int world_size() const { return world_; }
   bool overlap() const { return opt_.overlap; }
+  bool progress_thread() const { return progress_.joinable(); }
   // Between steps only (--overlap auto's trial, train/overlap_trial.h): both modes give the same bits.
   void set_overlap(bool on) { opt_.overlap = on; }
 
  private:
   void begin_step();        // every bucket waiting for its views again, nothing queued or started
   void pump();              // test the bucket in flight; when done, average it and start the next one
+  void progress_loop();     // the progress thread: pump() every progress_interval_s while there is work
   void start(int bucket);
   void finish_in_flight();  // wait for the bucket in flight, average it
   void average(int bucket);  // sum / W, once its all-reduce is complete
@@ -122,6 +135,13 @@ class GradReducer {
   int in_flight_ = -1;                  // the bucket whose all-reduce is running, or -1
   Communicator::Traffic warmed_up_;     // the duplicate's counters after the warm-up sum
   GradReducerStats stats_;
+  // The progress thread (progress_interval_s > 0). mu_ guards everything above that the thread touches
+  // (the buckets' state and the communicator, which is one-thread-at-a-time); work_ wakes it when a
+  // bucket is queued.
+  std::mutex mu_;
+  std::condition_variable work_;
+  bool stop_ = false;
+  std::thread progress_;
 };
 
 }  // namespace ringtrain::dist
