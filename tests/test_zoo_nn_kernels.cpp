@@ -213,6 +213,50 @@ TEST_P(ZooNnKernelTest, BatchNormTrainBackward) {
   }
 }
 
+// The training passes on runs of channels (nn::BatchNorm2d under --threads: one run a thread) touch only
+// their channels and together give the whole pass's bits: outputs, statistics, running statistics, dx and
+// the parameter gradients. Three uneven runs, one of them empty.
+TEST_P(ZooNnKernelTest, BatchNormTrainOnChannelRunsEqualsWholePass) {
+  Rng rng(13);
+  for (const BatchNormShape& whole : bn_shapes()) {
+    if (whole.count() < 2) continue;
+    SCOPED_TRACE(bn_name(whole));
+    const BnData d = bn_data(whole, rng);
+    const std::size_t n = d.x.size(), C = std::size_t(whole.C);
+    struct Result {
+      std::vector<float> out, mean, invstd, rm, rv, dx, dg, db;
+    };
+    auto run = [&](const std::vector<std::pair<int, int>>& runs) {
+      Result r{std::vector<float>(n, -7.0f), std::vector<float>(C, -7.0f), std::vector<float>(C, -7.0f), d.rmean, d.rvar,
+               std::vector<float>(n, -7.0f), std::vector<float>(C, -7.0f), std::vector<float>(C, -7.0f)};
+      for (auto [c0, c1] : runs) {
+        BatchNormShape s = whole;
+        s.c_begin = c0, s.c_end = c1;
+        k().batch_norm_forward_train(r.out.data(), r.mean.data(), r.invstd.data(), r.rm.data(), r.rv.data(), d.x.data(),
+                                     d.gamma.data(), d.beta.data(), s, 1e-5, 0.1);
+      }
+      for (auto [c0, c1] : runs) {
+        BatchNormShape s = whole;
+        s.c_begin = c0, s.c_end = c1;
+        k().batch_norm_backward_train(r.dx.data(), r.dg.data(), r.db.data(), d.dout.data(), d.x.data(), d.gamma.data(),
+                                      r.mean.data(), r.invstd.data(), s);
+      }
+      return r;
+    };
+    const Result one = run({{0, -1}});
+    const int a = whole.C / 3, b = whole.C / 3 + (whole.C + 1) / 2;
+    const Result split = run({{b, whole.C}, {a, a}, {0, a}, {a, b}});
+    expect_equal("out", split.out, one.out);
+    expect_equal("mean", split.mean, one.mean);
+    expect_equal("invstd", split.invstd, one.invstd);
+    expect_equal("running mean", split.rm, one.rm);
+    expect_equal("running var", split.rv, one.rv);
+    expect_equal("dx", split.dx, one.dx);
+    expect_equal("dgamma", split.dg, one.dg);
+    expect_equal("dbeta", split.db, one.db);
+  }
+}
+
 // Eval: out = fma(x, a, b), a and b rounded once from double: |d out| <= gamma(2) (|x a| + |b|). Backward:
 // dx = (gamma invstd) dy, one rounding each; dgamma as in training with the running mean (gamma(HW + 2)).
 TEST_P(ZooNnKernelTest, BatchNormEvalForwardBackward) {

@@ -49,8 +49,12 @@ void BatchNorm2d::forward_slice(const ops::KernelTable& k, ParameterSet& p, cons
   require_whole(s);
   if (int64_t(s.size()) * hw_ <= 1)  // torch refuses too: the unbiased variance of one value is undefined
     throw Error(name_ + ": batch norm in training mode needs more than one value per channel");
-  k.batch_norm_forward_train(out, save_mean_.data(), save_invstd_.data(), p.buffer(running_mean_),
-                             p.buffer(running_var_), in, gamma, beta, shape(s.size()), eps_, momentum_);
+  float* running_mean = p.buffer(running_mean_);
+  float* running_var = p.buffer(running_var_);
+  by_channels(s.size(), [&](const ops::BatchNormShape& sh) {
+    k.batch_norm_forward_train(out, save_mean_.data(), save_invstd_.data(), running_mean, running_var, in, gamma, beta,
+                               sh, eps_, momentum_);
+  });
   ++*p.counter(tracked_);
 }
 
@@ -70,8 +74,9 @@ void BatchNorm2d::backward_slice(const ops::KernelTable& k, ParameterSet& p, con
     return;
   }
   require_whole(s);
-  k.batch_norm_backward_train(din, dgamma, dbeta, dout, in, gamma, save_mean_.data(), save_invstd_.data(),
-                              shape(s.size()));
+  by_channels(s.size(), [&](const ops::BatchNormShape& sh) {
+    k.batch_norm_backward_train(din, dgamma, dbeta, dout, in, gamma, save_mean_.data(), save_invstd_.data(), sh);
+  });
 }
 
 }  // namespace ringtrain::nn

@@ -99,6 +99,9 @@ class Layer {
   virtual bool needs_whole_batch() const { return false; }
   // Sets the thread count the per-thread workspaces are sized for (reserve() follows).
   void set_threads(int threads) { threads_ = threads; }
+  // The model's thread pool (null with one thread), for a whole-batch layer that can split its own work
+  // another way while the sliced layers wait (batch norm: by channels). Model::set_threads calls it.
+  virtual void set_thread_pool(ThreadPool*) {}
   // Single-threaded preparation before a sliced forward with table k (e.g. first-use buffers).
   virtual void prepare(const ops::KernelTable& k) {}
   // Like forward/backward, on samples [s.n0, s.n1) of the batch: in, out, dout and din point at the

@@ -122,7 +122,10 @@ void Model::set_threads(int threads) {
       check(layer->supports_slices() || layer->needs_whole_batch(),
             "model: layer '" + layer->name() + "' cannot be split across threads");
   pool_ = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
-  for (auto& layer : layers_) layer->set_threads(threads);
+  for (auto& layer : layers_) {
+    layer->set_threads(threads);
+    layer->set_thread_pool(pool_.get());
+  }
   const int batch = max_batch_;
   max_batch_ = 0;
   if (batch > 0) reserve(batch);

@@ -17,7 +17,12 @@ namespace ringtrain::ops {
 
 struct BatchNormShape {
   int N = 1, C = 1, HW = 1;
+  // The training passes work on channels [c_begin, c_end) of the C (c_end < 0: all of them) and touch
+  // nothing of the others: the statistics of a channel are its own, so threads can split the channels
+  // (nn::BatchNorm2d under --threads) with the same bits as one pass over all of them.
+  int c_begin = 0, c_end = -1;
   int64_t count() const { return int64_t(N) * HW; }  // values per channel
+  int channels_end() const { return c_end < 0 ? C : c_end; }
 };
 
 namespace ref {

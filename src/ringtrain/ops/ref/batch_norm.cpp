@@ -33,7 +33,7 @@ template <typename T>
 void batch_norm_forward_train(T* out, T* save_mean, T* save_invstd, T* running_mean, T* running_var, const T* x,
                               const T* gamma, const T* beta, const BatchNormShape& s, double eps, double momentum) {
   const double count = double(s.count());
-  for (int c = 0; c < s.C; ++c) {
+  for (int c = s.c_begin; c < s.channels_end(); ++c) {
     double sum = 0.0;
     for (int n = 0; n < s.N; ++n)
       for (int i = 0; i < s.HW; ++i) sum += plane(x, s, n, c)[i];
@@ -67,7 +67,7 @@ template <typename T>
 void batch_norm_backward_train(T* dx, T* dgamma, T* dbeta, const T* dout, const T* x, const T* gamma,
                                const T* save_mean, const T* save_invstd, const BatchNormShape& s) {
   const double count = double(s.count());
-  for (int c = 0; c < s.C; ++c) {
+  for (int c = s.c_begin; c < s.channels_end(); ++c) {
     const double mean = save_mean[c], invstd = save_invstd[c];
     double sum_dy = 0.0, sum_dy_xhat = 0.0;
     for (int n = 0; n < s.N; ++n)
