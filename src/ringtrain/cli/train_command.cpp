@@ -19,6 +19,7 @@
 #include "ringtrain/dist/mpi_communicator.h"
 #include "ringtrain/dist/process_grid.h"
 #include "ringtrain/nn/models/zoo.h"
+#include "ringtrain/nn/pipeline_stages.h"
 #include "ringtrain/nn/tp_regions.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/ops/lowp.h"
@@ -27,6 +28,7 @@
 #include "ringtrain/train/checkpoint.h"
 #include "ringtrain/train/memory_report.h"
 #include "ringtrain/train/overlap_trial.h"
+#include "ringtrain/train/pp_checkpoint.h"
 #include "ringtrain/train/tp_checkpoint.h"
 #include "ringtrain/train/progress.h"
 #include "ringtrain/train/trainer.h"
@@ -88,6 +90,12 @@ Options train_options() {
                    "many ranks (must divide the ranks, and for vit its 4 heads; dp = ranks / tp)");
   o.add("micro-batches", "1", "cut each step's per-rank batch into this many micro-batches, gradients accumulated "
                              "(one optimizer step; must divide --batch-size)");
+  o.add("pp", "1", "pipeline stages: the model's layers cut into this many contiguous stages, one a rank, "
+                   "activations passed between them (--pp x --tp must divide the ranks; dp = ranks / (pp x tp))");
+  o.add("pp-split", "", "--pp: the node indices where stages 2..P start, comma-separated, each a chain point "
+                        "(empty: balanced by the layers' cost)");
+  o.add("pp-schedule", "1f1b", "--pp: the micro-batches' order on a stage: 1f1b (at most P in flight) | gpipe "
+                               "(all forwards, then all backwards)");
   o.add_flag("drop-last", "drop the samples that do not divide by the number of ranks (else pad, as PyTorch)");
   o.add("save", "", "write the final weights to this safetensors checkpoint");
   o.add("checkpoint-dir", "", "write periodic checkpoints (weights, optimizer and trainer state) here");
@@ -112,6 +120,53 @@ void print_optimizer_shards(optim::Optimizer& optimizer, std::size_t whole_float
   std::printf(" floats (whole: %zu); the most on one rank %.2f%% of the whole (1/W = %.2f%%), %lld bytes\n",
               whole_floats, 100.0 * double(most) / double(whole_floats), 100.0 / dp.size(),
               (long long)(most * int64_t(buffers) * int64_t(sizeof(float))));
+}
+
+// --pp: what each stage holds (collective over the world; world rank 0 prints one line a stage, from the
+// ranks of data-parallel group 0 and tensor rank 0).
+void print_pipeline_memory(const train::PipelineEngine& engine, const nn::Model& stage, int64_t whole,
+                           dist::ProcessGrid& grid, dist::Communicator& world, int optimizer_buffers) {
+  const int W = grid.world_size();
+  std::vector<int64_t> params(std::size_t(W), 0), in_flight(std::size_t(W), 0), buffers(std::size_t(W), 0),
+      acts(std::size_t(W), 0);
+  const std::size_t me = std::size_t(grid.world_rank());
+  params[me] = int64_t(train::memory_totals(stage.params()).params);
+  in_flight[me] = engine.in_flight();
+  buffers[me] = int64_t(engine.buffer_bytes());
+  acts[me] = int64_t(stage.activation_floats() * sizeof(float));
+  for (auto* v : {&params, &in_flight, &buffers, &acts}) world.allreduce_sum(v->data(), v->size());
+  if (grid.world_rank() != 0) return;
+  for (int s = 0; s < grid.pp(); ++s) {
+    const std::size_t r = std::size_t(grid.world_rank_at(0, s, 0));
+    std::printf("pipeline stage %d (world rank %zu): %lld parameters (%.1f%% of %lld), %lld bytes with gradients and "
+                "%d optimizer buffer(s); %lld micro-batch(es) in flight at most (%s), stash and message buffers "
+                "%lld bytes, activations %lld bytes\n",
+                s, r, (long long)params[r], whole ? 100.0 * double(params[r]) / double(whole) : 0.0, (long long)whole,
+                (long long)(params[r] * (2 + optimizer_buffers) * int64_t(sizeof(float))), optimizer_buffers,
+                (long long)in_flight[r],
+                engine.schedule() == train::PipeSchedule::GPipe ? "gpipe: M" : "1f1b: <= P - stage",
+                (long long)buffers[r], (long long)acts[r]);
+  }
+}
+
+// --pp: the measured bubble beside the ideal one, and what each stage held.
+void print_bubble(const train::PipelineReport& r) {
+  std::printf("pipeline bubble (%s, P=%d, M=%d): idle", r.schedule.c_str(), r.stages, r.micro_batches);
+  for (int s = 0; s < r.stages; ++s)
+    std::printf("%s stage %d %.1f%% of %.2f ms", s ? "," : "", s, 100.0 * r.idle_fraction[std::size_t(s)],
+                r.step_ms[std::size_t(s)]);
+  std::printf(" a step; ideal (P-1)/(M+P-1) = %.1f%%\n", 100.0 * r.ideal_bubble);
+  std::printf("pipeline in flight: micro-batches at most");
+  for (int s = 0; s < r.stages; ++s)
+    std::printf("%s stage %d %lld (bound %lld)", s ? "," : "", s, (long long)r.measured_in_flight[std::size_t(s)],
+                (long long)r.in_flight[std::size_t(s)]);
+  std::printf("; forwards recomputed:");
+  for (int s = 0; s < r.stages; ++s) std::printf(" %lld", (long long)r.recomputes[std::size_t(s)]);
+  std::printf("\n");
+  std::printf("pipeline messages (%s): bytes sent a step", r.wire.c_str());
+  for (int s = 0; s < r.stages; ++s)
+    std::printf("%s stage %d %lld", s ? "," : "", s, (long long)r.bytes_per_step[std::size_t(s)]);
+  std::printf("\n");
 }
 
 // Runs the job under mpirun; when it fails, runs it again with --resume, up to max_restarts times
@@ -160,13 +215,28 @@ int train_command(int argc, char** argv, int first) {
   const std::string model_name = opt.str("model");
   nn::make_model(model_name);  // a bad name is refused here, before anything is launched or read
   nn::check_tensor_parallel(model_name, int(tp));  // e.g. vit's 4 heads and --tp 3: refused before any work
+  // --pp: the stage cut (balanced, or --pp-split) on the whole model's nodes, refused before any work.
+  const int64_t pp = opt.integer("pp", 1, 4096);
+  const std::string pp_split = opt.str("pp-split");
+  train::parse_pp_schedule(opt.str("pp-schedule"));
+  check(pp > 1 || (!opt.given("pp-split") && !opt.given("pp-schedule")),
+        "--pp-split and --pp-schedule need --pp 2 or more (a pipeline of one stage has no cut and no schedule)");
+  std::unique_ptr<nn::Model> probe;  // the whole model whose node indices --pp-split names
+  nn::StageCut cut;
+  if (pp > 1) {
+    probe = nn::make_model(model_name);
+    // Under 1F1B the stages before the last run each forward twice (train/pipeline_engine.h): with a
+    // backward costing about two forwards, 4/3 the time of the last stage's for the same layers.
+    const double earlier = train::parse_pp_schedule(opt.str("pp-schedule")) == train::PipeSchedule::OneFOneB ? 4.0 / 3.0 : 1.0;
+    cut = nn::stage_cut(*probe, int(pp), pp_split, earlier);
+  }
   dist::parse_allreduce(opt.str("allreduce"));  // so is a bad --allreduce
   // --nproc N outside mpirun: become `mpirun -np N ringtrain train ...`, or with --max-restarts
   // supervise it, relaunching from the newest checkpoint when a rank dies.
   const int64_t max_restarts = opt.integer("max-restarts", 0, 1000);
   if (opt.given("nproc") && !dist::launched_by_mpi()) {
     const int64_t nproc = opt.integer("nproc", 1, 4096);
-    dist::check_tp(int(nproc), int(tp));  // before launching anything
+    dist::check_grid(int(nproc), int(tp), int(pp));  // before launching anything
     if (max_restarts == 0) dist::exec_under_mpirun(int(nproc), argc, argv, first);
     check(!opt.str("checkpoint-dir").empty(),
           "--max-restarts needs --checkpoint-dir (a restart continues from its newest checkpoint)");
@@ -180,6 +250,7 @@ int train_command(int argc, char** argv, int first) {
   config.batch_size = int(opt.integer("batch-size", 1, 65536));
   config.micro_batches = int(opt.integer("micro-batches", 1, 65536));
   train::check_micro_batches(config);
+  config.pp_schedule = opt.str("pp-schedule");
   config.lr = opt.number("lr");
   config.optimizer = opt.str("optimizer");
   config.momentum = opt.number("momentum");
@@ -262,18 +333,25 @@ int train_command(int argc, char** argv, int first) {
   dist::Communicator& comm = *world;
   // --tp: the world as dp x tp (dist/process_grid.h), refused before any work unless tp divides it. The
   // trainer then runs data-parallel over the dp group, the fc layers' all-reduces over the tensor group.
-  dist::check_tp(comm.size(), int(tp));
+  // --pp too: the world as dp x pp x tp (Megatron's order), each rank one stage of one pipeline.
+  dist::check_grid(comm.size(), int(tp), int(pp));
   std::unique_ptr<dist::ProcessGrid> grid;
-  if (tp > 1) grid = std::make_unique<dist::ProcessGrid>(comm, int(tp), mpi_options);
+  if (tp > 1 || pp > 1) grid = std::make_unique<dist::ProcessGrid>(comm, int(tp), mpi_options, int(pp));
   dist::Communicator& dp_comm = grid ? grid->dp_comm() : comm;
   data::Dataset dataset = data::load_dataset(opt.str("data"));
-  auto model = grid ? nn::make_model_tp(model_name, grid->tensor_group()) : nn::make_model(model_name);
+  auto model = tp > 1 ? nn::make_model_tp(model_name, grid->tensor_group()) : nn::make_model(model_name);
+  if (pp > 1) {  // this rank keeps its stage's nodes and parameters only
+    const nn::StageCut mine = tp > 1 ? nn::map_cut(*probe, cut, *model) : cut;
+    model = nn::take_stage(std::move(model), mine, grid->pp_rank());
+  }
   model->set_threads(int(threads));
-  if (grid) {  // every rank cuts its shards from the same whole weights
+  if (grid) {  // every rank cuts its shards (its stage's tensors) from the same whole weights
     if (opt.str("init-from").empty()) {
       auto whole = nn::make_model(model_name);
       whole->init_parameters(config.seed);
       dist::split_to_shards(whole->params(), whole->params().params(), model->params(), model->params().params());
+    } else if (pp > 1) {
+      train::load_grid_weights(opt.str("init-from"), *model);
     } else {
       train::load_sharded_weights(opt.str("init-from"), *model);
     }
@@ -284,10 +362,15 @@ int train_command(int argc, char** argv, int first) {
   }
 
   if (comm.rank() == 0)
-    std::cout << "ringtrain: " << model_name << " (" << train::memory_totals(model->params()).whole << " parameters) on " << dataset.name << " ("
+    std::cout << "ringtrain: " << model_name << " ("
+              << (probe ? probe->params().count() : train::memory_totals(model->params()).whole) << " parameters) on " << dataset.name << " ("
               << dataset.train.count << " train / " << dataset.test.count << " test), " << comm.size()
               << " rank(s) x batch " << config.batch_size
-              << (grid ? " (dp " + std::to_string(grid->dp()) + " x tp " + std::to_string(grid->tp()) + ")" : "") << ", " << config.optimizer << " lr " << config.lr
+              << (grid ? " (dp " + std::to_string(grid->dp()) +
+                             (pp > 1 ? " x pp " + std::to_string(grid->pp()) : std::string()) + " x tp " +
+                             std::to_string(grid->tp()) + ")"
+                       : "")
+              << ", " << config.optimizer << " lr " << config.lr
               << ", kernels " << ops::isa_name(kernels.level) << " " << config.precision << " x " << threads
               << " thread(s)"
               << (dp_comm.size() > 1 ? std::string(", all-reduce ") + opt.str("allreduce") + hosts_note(dp_comm) +
@@ -297,6 +380,9 @@ int train_command(int argc, char** argv, int first) {
                                   : std::string())
               << std::endl;
 
+  if (pp > 1 && comm.rank() == 0)
+    std::cout << "pipeline: " << config.pp_schedule << ", " << config.micro_batches << " micro-batch(es) of "
+              << config.batch_size / config.micro_batches << "; " << nn::describe_cut(*probe, cut) << std::endl;
   {  // what each rank holds (rank 0's table; one line a rank when the split is uneven)
     const train::MemoryTotals mine = train::memory_totals(model->params());
     std::vector<int64_t> held(std::size_t(comm.size()), 0);
@@ -307,7 +393,9 @@ int train_command(int argc, char** argv, int first) {
       const int buffers = (config.optimizer == "adam" ? 2 : 1) + (config.ema > 0.0 ? 1 : 0);
       model->reserve(config.batch_size / config.micro_batches);  // the trainer runs one micro-batch at a time
       std::cout << train::memory_report(model->params(), buffers,
-                                        (grid ? "rank 0 (dp 0, tp 0 of " + std::to_string(grid->tp()) + ")" : "rank 0") +
+                                        (grid ? "rank 0 (dp 0, " + (pp > 1 ? "stage 0 of " + std::to_string(pp) + ", " : std::string()) +
+                                                    "tp 0 of " + std::to_string(grid->tp()) + ")"
+                                              : "rank 0") +
                                             (config.shard_optimizer && dp_comm.size() > 1
                                                  ? " before --shard-optimizer cuts the optimizer state (below)"
                                                  : ""),
@@ -338,13 +426,21 @@ int train_command(int argc, char** argv, int first) {
 
   train::Trainer trainer(config, *model, kernels, dp_comm, std::cout);
   if (grid) trainer.set_process_grid(grid.get());
+  if (trainer.pipeline() && !config.quiet) print_pipeline_memory(*trainer.pipeline(), *model, int64_t(probe->params().count()), *grid, comm,
+                          config.optimizer == "adam" ? 2 : 1);
   if (trainer.sharded() && !config.quiet) print_optimizer_shards(trainer.optimizer(), model->params().size(), dp_comm);
   if (plan_buckets) trainer.set_allreduce_model(mpi_options.cost_model);
   train::TrainResult result = trainer.fit(dataset.train, dataset.test);
 
   std::unique_ptr<optim::Optimizer> gathered;  // --shard-optimizer: the whole state, for --save (collective)
   optim::Optimizer* final_optimizer = opt.str("save").empty() ? nullptr : trainer.optimizer_for_checkpoint(gathered);
-  if (!opt.str("save").empty() && grid) {  // collective: shards gathered to whole tensors, rank 0 writes
+  if (!opt.str("save").empty() && pp > 1) {  // collective: every stage's tensors (shards) gathered, rank 0 writes
+    train::save_grid_checkpoint(opt.str("save"), *model, final_optimizer,
+                                {{"dataset", dataset.name}, {"epochs", std::to_string(config.epochs)},
+                                 {"seed", opt.str("seed")}, {"tp", opt.str("tp")}, {"pp", opt.str("pp")}},
+                                *grid);
+    if (comm.rank() == 0) std::cout << "saved " << opt.str("save") << std::endl;
+  } else if (!opt.str("save").empty() && grid) {  // collective: shards gathered to whole tensors, rank 0 writes
     train::save_sharded_checkpoint(opt.str("save"), *model, final_optimizer,
                                    {{"dataset", dataset.name}, {"epochs", std::to_string(config.epochs)},
                                     {"seed", opt.str("seed")}, {"tp", opt.str("tp")}},
@@ -387,6 +483,7 @@ int train_command(int argc, char** argv, int first) {
                     result.allreduce_library_sums_per_step);
       std::printf("\n");
     }
+    if (pp > 1) print_bubble(result.pipeline);
     if (config.precision == "fp16")
       std::printf("fp16 loss scaling: %lld step(s) skipped, final scale %g\n", (long long)result.skipped_steps,
                   double(result.loss_scale));

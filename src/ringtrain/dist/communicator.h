@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "ringtrain/core/error.h"
 
@@ -61,6 +62,19 @@ class Communicator {
   // buckets run on one, so their messages never match anything else's). Collective: every rank must call it.
   virtual std::unique_ptr<Communicator> duplicate() = 0;
 
+  // Point-to-point, non-blocking (pipeline stages pass activations and their gradients): start_send /
+  // start_recv begin moving `bytes` bytes to / from rank `peer` of this communicator under `tag` and return
+  // a request; test_p2p() says (without blocking) whether it is complete, wait_p2p() blocks until it is and
+  // frees it. `what` (a static string, e.g. "recv activations") names the transfer in the watchdog's message
+  // when a wait runs past the timeout: a dead peer ends the job naming this rank, the group, the peer and
+  // the operation. Messages between two ranks with one tag arrive in the order they were sent. The buffer
+  // must stay untouched until the request completes. MPI's traffic here never mixes with the collectives'.
+  using Request = int;
+  virtual Request start_send(const void* data, std::size_t bytes, int peer, int tag, const char* what);
+  virtual Request start_recv(void* data, std::size_t bytes, int peer, int tag, const char* what);
+  virtual bool test_p2p(Request r);
+  virtual void wait_p2p(Request r);
+
  private:
   float* pending_data_ = nullptr;
   std::size_t pending_n_ = 0;
@@ -86,5 +100,17 @@ inline void Communicator::start_reduce_scatter_sum(float*, std::size_t) {
 inline void Communicator::start_all_gather(float*, std::size_t) {
   check(size() == 1, "this communicator has no all-gather (optimizer-state sharding needs MPI's)");
 }
+
+// Only MPI's communicator has peers to talk to (a world of one has none).
+inline Communicator::Request Communicator::start_send(const void*, std::size_t, int peer, int, const char* what) {
+  throw Error(std::string(what) + ": this communicator has no point-to-point (rank " + std::to_string(peer) +
+              " of a world of " + std::to_string(size()) + ")");
+}
+inline Communicator::Request Communicator::start_recv(void*, std::size_t, int peer, int, const char* what) {
+  throw Error(std::string(what) + ": this communicator has no point-to-point (rank " + std::to_string(peer) +
+              " of a world of " + std::to_string(size()) + ")");
+}
+inline bool Communicator::test_p2p(Request) { throw Error("test_p2p: this communicator has no point-to-point"); }
+inline void Communicator::wait_p2p(Request) { throw Error("wait_p2p: this communicator has no point-to-point"); }
 
 }  // namespace ringtrain::dist

@@ -86,7 +86,22 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, const MpiOptions& opt, std::shar
   MPI_Comm_dup(comm, &comm_);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
-  if (!watchdog_) watchdog_ = std::make_shared<Watchdog>(opt_.timeout_s, rank_, size_, opt_.on_timeout);
+  MPI_Comm_dup(comm_, &p2p_comm_);
+  {  // world ranks, for messages naming a peer
+    MPI_Group group, world;
+    MPI_Comm_group(comm_, &group);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    std::vector<int> mine(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) mine[std::size_t(r)] = r;
+    world_ranks_.assign(std::size_t(size_), -1);
+    MPI_Group_translate_ranks(group, size_, mine.data(), world, world_ranks_.data());
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+  }
+  if (!watchdog_) {
+    watchdog_ = std::make_shared<Watchdog>(opt_.timeout_s, rank_, size_, opt_.on_timeout);
+    if (!opt_.group.empty()) watchdog_->set_group(opt_.group, world_ranks_[std::size_t(rank_)]);
+  }
   ring_ = std::make_unique<RingAllreduce>(comm_, opt_.ring);
   hd_ = std::make_unique<HalvingDoublingAllreduce>(comm_);
   rd_ = std::make_unique<RecursiveDoublingAllreduce>(comm_);
@@ -112,6 +127,7 @@ MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  if (!finalized && p2p_comm_ != MPI_COMM_NULL) MPI_Comm_free(&p2p_comm_);
 }
 
 template <typename T>
@@ -253,6 +269,56 @@ void MpiCommunicator::barrier() {
 std::unique_ptr<Communicator> MpiCommunicator::duplicate() {
   auto guard = watchdog_->arm("duplicate");
   return std::unique_ptr<Communicator>(new MpiCommunicator(comm_, opt_, watchdog_));
+}
+
+Communicator::Request MpiCommunicator::start_p2p(void* data, std::size_t bytes, int peer, int tag, const char* what,
+                                                 bool send) {
+  check(peer >= 0 && peer < size_ && peer != rank_,
+        std::string(what) + ": peer " + std::to_string(peer) + " is not another rank of this group of " +
+            std::to_string(size_));
+  check(bytes <= std::size_t(INT_MAX), std::string(what) + ": " + std::to_string(bytes) + " bytes is more than one MPI message holds");
+  std::size_t r = 0;
+  while (r < p2p_.size() && p2p_[r].used) ++r;
+  if (r == p2p_.size()) p2p_.emplace_back();
+  P2p& p = p2p_[r];
+  p = P2p{MPI_REQUEST_NULL, what, bytes, peer, true};
+  if (send)
+    MPI_Isend(data, int(bytes), MPI_BYTE, peer, tag, p2p_comm_, &p.request);
+  else
+    MPI_Irecv(data, int(bytes), MPI_BYTE, peer, tag, p2p_comm_, &p.request);
+  return Request(r);
+}
+
+Communicator::Request MpiCommunicator::start_send(const void* data, std::size_t bytes, int peer, int tag,
+                                                  const char* what) {
+  return start_p2p(const_cast<void*>(data), bytes, peer, tag, what, true);
+}
+
+Communicator::Request MpiCommunicator::start_recv(void* data, std::size_t bytes, int peer, int tag, const char* what) {
+  return start_p2p(data, bytes, peer, tag, what, false);
+}
+
+MpiCommunicator::P2p& MpiCommunicator::p2p_slot(Request r) {
+  check(r >= 0 && std::size_t(r) < p2p_.size() && p2p_[std::size_t(r)].used,
+        "point-to-point: request " + std::to_string(r) + " is not in flight");
+  return p2p_[std::size_t(r)];
+}
+
+bool MpiCommunicator::test_p2p(Request r) {
+  P2p& p = p2p_slot(r);
+  int flag = 0;
+  MPI_Test(&p.request, &flag, MPI_STATUS_IGNORE);
+  if (flag) p.used = false;
+  return flag != 0;
+}
+
+void MpiCommunicator::wait_p2p(Request r) {
+  P2p& p = p2p_slot(r);
+  {
+    auto guard = watchdog_->arm_p2p(p.what, p.bytes, p.peer, world_ranks_[std::size_t(p.peer)]);
+    wait_request(&p.request);
+  }
+  p.used = false;
 }
 
 }  // namespace ringtrain::dist

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ringtrain/dist/allreduce_algorithm.h"
 #include "ringtrain/dist/allreduce_cost_model.h"
@@ -69,6 +70,8 @@ struct MpiOptions {
   // checkpoint's model set after they exist reaches all of them. Until it holds a calibration auto is ring.
   std::shared_ptr<AllreduceCostModel> cost_model;
   Watchdog::TimeoutAction on_timeout = Watchdog::abort_job;  // tests replace it
+  // The group's name in the watchdog's messages ("pipeline", "tensor", "data-parallel"); empty: the world.
+  std::string group;
 };
 
 class MpiCommunicator final : public Communicator {
@@ -92,6 +95,14 @@ class MpiCommunicator final : public Communicator {
   void broadcast(void* data, std::size_t bytes, int root) override;
   void barrier() override;
   std::unique_ptr<Communicator> duplicate() override;
+  // Point-to-point on a communicator of its own (a duplicate made at construction), so its tags never
+  // meet the all-reduces'. Waits poll in the calling thread's PollMode and are watched by the watchdog.
+  Request start_send(const void* data, std::size_t bytes, int peer, int tag, const char* what) override;
+  Request start_recv(void* data, std::size_t bytes, int peer, int tag, const char* what) override;
+  bool test_p2p(Request r) override;
+  void wait_p2p(Request r) override;
+  // World rank of rank r of this communicator.
+  int world_rank_of(int r) const { return world_ranks_[std::size_t(r)]; }
 
   // The float sum with a given algorithm (never Auto), whatever this communicator's --allreduce: the
   // calibration and the benchmark time each one on the same communicator.
@@ -128,6 +139,19 @@ class MpiCommunicator final : public Communicator {
   std::optional<Watchdog::Guard> pending_guard_;
   MPI_Request pending_mpi_ = MPI_REQUEST_NULL;  // --allreduce mpi: MPI_Iallreduce's request
   void start_ring(float* data, std::size_t n, RingPhase phase, const char* what);
+  // Point-to-point: its own communicator, the requests in flight (a slot each, reused), their peers.
+  struct P2p {
+    MPI_Request request = MPI_REQUEST_NULL;
+    const char* what = "";
+    std::size_t bytes = 0;
+    int peer = -1;
+    bool used = false;
+  };
+  Request start_p2p(void* data, std::size_t bytes, int peer, int tag, const char* what, bool send);
+  P2p& p2p_slot(Request r);
+  MPI_Comm p2p_comm_ = MPI_COMM_NULL;
+  std::vector<P2p> p2p_;
+  std::vector<int> world_ranks_;  // world_ranks_[r]: the world rank of this communicator's rank r
 };
 
 }  // namespace ringtrain::dist

@@ -15,6 +15,16 @@ void check_tp(int world_size, int tp) {
                                   "ranks, so use a --tp that divides the number of ranks");
 }
 
+void check_grid(int world_size, int tp, int pp) {
+  check_tp(world_size, tp);
+  check(pp >= 1, "--pp must be at least 1, got " + std::to_string(pp));
+  check(world_size % (pp * tp) == 0,
+        "--pp " + std::to_string(pp) + (tp > 1 ? " x --tp " + std::to_string(tp) : std::string()) +
+            " does not divide the world of " + std::to_string(world_size) +
+            " rank(s); the world is data-parallel x pipeline x tensor-parallel ranks, so use a --pp (x --tp) that "
+            "divides the number of ranks");
+}
+
 void TensorGroupComm::allreduce_sum(float* data, std::size_t n) {
   if (comm_.size() == 1) return;  // a group of one moves nothing
   const auto t0 = std::chrono::steady_clock::now();
@@ -27,29 +37,37 @@ void TensorGroupComm::allreduce_sum(float* data, std::size_t n) {
   stats_.floats += int64_t(n);
 }
 
-ProcessGrid::ProcessGrid(Communicator& world, int tp, const MpiOptions& opt)
-    : world_rank_(world.rank()), world_size_(world.size()), tp_(tp) {
-  check_tp(world_size_, tp);
+ProcessGrid::ProcessGrid(Communicator& world, int tp, const MpiOptions& opt, int pp)
+    : world_rank_(world.rank()), world_size_(world.size()), tp_(tp), pp_(pp) {
+  check_grid(world_size_, tp, pp);
   if (world_size_ == 1) {
     tp_comm_ = std::make_unique<LocalCommunicator>();
     dp_comm_ = std::make_unique<LocalCommunicator>();
+    pp_comm_ = std::make_unique<LocalCommunicator>();
   } else {
     auto* mpi = dynamic_cast<MpiCommunicator*>(&world);
     check(mpi != nullptr, "process grid: a world of " + std::to_string(world_size_) + " ranks must be MPI's");
-    MpiOptions tp_opt = opt;
+    MpiOptions tp_opt = opt, dp_opt = opt, pp_opt = opt;
     tp_opt.algorithm = AllreduceAlgorithm::Ring;  // the same bits on every rank of the tensor group
-    MPI_Comm tp_split = MPI_COMM_NULL, dp_split = MPI_COMM_NULL;
+    pp_opt.algorithm = AllreduceAlgorithm::Ring;  // its few collectives (a loss broadcast, checkpoints) need no plan
+    tp_opt.group = "tensor";
+    dp_opt.group = "data-parallel";
+    pp_opt.group = "pipeline";
+    MPI_Comm tp_split = MPI_COMM_NULL, dp_split = MPI_COMM_NULL, pp_split = MPI_COMM_NULL;
     {
       auto guard = mpi->watchdog().arm("comm_split");
-      MPI_Comm_split(mpi->comm(), /*color=*/dp_rank(), /*key=*/tp_rank(), &tp_split);
-      MPI_Comm_split(mpi->comm(), /*color=*/tp_rank(), /*key=*/dp_rank(), &dp_split);
+      MPI_Comm_split(mpi->comm(), /*color=*/pp_rank() * dp() + dp_rank(), /*key=*/tp_rank(), &tp_split);
+      MPI_Comm_split(mpi->comm(), /*color=*/pp_rank() * tp_ + tp_rank(), /*key=*/dp_rank(), &dp_split);
+      MPI_Comm_split(mpi->comm(), /*color=*/dp_rank() * tp_ + tp_rank(), /*key=*/pp_rank(), &pp_split);
     }
     tp_comm_ = std::make_unique<MpiCommunicator>(tp_split, tp_opt);  // duplicates the split communicators
-    dp_comm_ = std::make_unique<MpiCommunicator>(dp_split, opt);
+    dp_comm_ = std::make_unique<MpiCommunicator>(dp_split, dp_opt);
+    pp_comm_ = std::make_unique<MpiCommunicator>(pp_split, pp_opt);
     MPI_Comm_free(&tp_split);
     MPI_Comm_free(&dp_split);
+    MPI_Comm_free(&pp_split);
     check(tp_comm_->rank() == tp_rank() && tp_comm_->size() == tp_ && dp_comm_->rank() == dp_rank() &&
-              dp_comm_->size() == dp(),
+              dp_comm_->size() == dp() && pp_comm_->rank() == pp_rank() && pp_comm_->size() == pp_,
           "process grid: MPI_Comm_split gave an unexpected layout");
   }
   group_ = std::make_unique<TensorGroupComm>(*tp_comm_);

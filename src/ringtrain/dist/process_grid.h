@@ -1,7 +1,14 @@
-// ProcessGrid: the world of W ranks as a 2-D grid of dp data-parallel x tp tensor-parallel ranks
-// (W = dp x tp, `--tp T`). World rank w sits at tp_rank = w % tp, dp_rank = w / tp: a tensor group is a
-// run of tp consecutive ranks (with mpirun's default by-core mapping they share a machine, and their
-// traffic - every step, on the critical path - stays local), a data-parallel group is every tp-th rank.
+// ProcessGrid: the world of W ranks as a 3-D grid of dp data-parallel x pp pipeline x tp tensor-parallel
+// ranks (W = dp x pp x tp, `--tp T --pp P`), in Megatron-LM's order: tensor ranks fastest, then
+// data-parallel, pipeline slowest. World rank w sits at tp_rank = w % tp, dp_rank = (w / tp) % dp,
+// pp_rank = w / (tp dp): a tensor group is a run of tp consecutive ranks (with mpirun's default by-core
+// mapping they share a machine, and their traffic - every step, on the critical path - stays local), a
+// data-parallel group is every tp-th rank of one pipeline stage, a pipeline group is every (tp dp)-th rank.
+// Without --pp (pp = 1) this is the 2-D grid dp x tp: tp_rank = w % tp, dp_rank = w / tp.
+//
+//   pipeline group (pp_comm): ranks with the same dp_rank and tp_rank, one per stage (pp_rank = the stage).
+//     They see the same samples (the sampler shards by dp_rank) and pass activations forward and their
+//     gradients back by point-to-point messages (train/pipeline_engine.h).
 //
 //   tensor group (tp_comm): ranks with the same dp_rank. They hold different shards of fc1/fc2 and see
 //     the same samples (the sampler shards by dp_rank / dp), so their activations line up; the parallel
@@ -35,6 +42,8 @@ namespace ringtrain::dist {
 
 // Throws Error("--tp T does not divide the world of W ranks ...") unless T >= 1 divides W.
 void check_tp(int world_size, int tp);
+// The same for --pp P and --tp T together: P >= 1 and P x T divides W.
+void check_grid(int world_size, int tp, int pp);
 
 // nn::TensorGroup over a Communicator, counting what it moves (the benchmark's bytes per step; a group
 // of one moves and counts nothing). The all-reduce waits by yielding the core (PollMode::Yield) unless
@@ -68,24 +77,29 @@ class ProcessGrid {
   // Collective over world. world must be a MpiCommunicator unless it has one rank. The tensor group
   // always uses the ring all-reduce (same bits on every rank, see above); the data-parallel group uses
   // opt.algorithm. Throws (check_tp) before any communication if tp does not divide the world.
-  ProcessGrid(Communicator& world, int tp, const MpiOptions& opt = {});
+  ProcessGrid(Communicator& world, int tp, const MpiOptions& opt = {}, int pp = 1);
   ~ProcessGrid();
 
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
   int tp() const { return tp_; }
-  int dp() const { return world_size_ / tp_; }
+  int pp() const { return pp_; }
+  int dp() const { return world_size_ / (tp_ * pp_); }
   int tp_rank() const { return world_rank_ % tp_; }
-  int dp_rank() const { return world_rank_ / tp_; }
+  int dp_rank() const { return (world_rank_ / tp_) % dp(); }
+  int pp_rank() const { return world_rank_ / (tp_ * dp()); }
+  // The world rank at (dp_rank, pp_rank, tp_rank).
+  int world_rank_at(int dp_rank, int pp_rank, int tp_rank) const { return (pp_rank * dp() + dp_rank) * tp_ + tp_rank; }
 
   Communicator& tp_comm() { return *tp_comm_; }
   Communicator& dp_comm() { return *dp_comm_; }
+  Communicator& pp_comm() { return *pp_comm_; }
   // The tensor group as the parallel layers take it (nn::make_lenet5_tp).
   TensorGroupComm& tensor_group() { return *group_; }
 
  private:
-  int world_rank_ = 0, world_size_ = 1, tp_ = 1;
-  std::unique_ptr<Communicator> tp_comm_, dp_comm_;
+  int world_rank_ = 0, world_size_ = 1, tp_ = 1, pp_ = 1;
+  std::unique_ptr<Communicator> tp_comm_, dp_comm_, pp_comm_;
   std::unique_ptr<TensorGroupComm> group_;
 };
 

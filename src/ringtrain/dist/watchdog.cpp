@@ -45,6 +45,24 @@ Watchdog::Guard Watchdog::arm(const char* operation, const char* dtype, std::siz
   return Guard(nullptr, 0);  // more than kSlots threads in collectives at once: this one goes unwatched
 }
 
+Watchdog::Guard Watchdog::arm_p2p(const char* operation, std::size_t bytes, int peer, int peer_world) {
+  if (timeout_s_ <= 0) return Guard(nullptr, 0);
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int i = 0; i < kSlots; ++i) {
+    if (used_[i]) continue;
+    used_[i] = true;
+    slots_[i] = Armed{operation, "byte", bytes, "", now, peer, peer_world};
+    return Guard(this, uint64_t(i));
+  }
+  return Guard(nullptr, 0);
+}
+
+void Watchdog::set_group(const std::string& group, int world_rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  group_ = " in the " + group + " group (world rank " + std::to_string(world_rank) + ")";
+}
+
 void Watchdog::disarm(uint64_t slot) {
   std::lock_guard<std::mutex> lock(mu_);
   used_[slot] = false;
@@ -71,11 +89,18 @@ void Watchdog::run() {
       const Armed a = slots_[i];
       fired_ = true;
       char what[128] = "", msg[512];
-      if (*a.dtype) std::snprintf(what, sizeof what, "%s x %zu%s%s", a.dtype, a.count, *a.algo ? ", " : "", a.algo);
-      std::snprintf(msg, sizeof msg,
-                    "ringtrain: rank %d of %d: collective %s(%s) did not finish within %g s "
-                    "(--timeout); a peer rank has probably died or hung; aborting the whole job",
-                    rank_, world_size_, a.operation, what, timeout_s_);
+      if (a.peer >= 0) {
+        std::snprintf(msg, sizeof msg,
+                      "ringtrain: rank %d of %d%s: point-to-point %s(%zu bytes) with rank %d (world rank %d) did not "
+                      "finish within %g s (--timeout); that rank has probably died or hung; aborting the whole job",
+                      rank_, world_size_, group_.c_str(), a.operation, a.count, a.peer, a.peer_world, timeout_s_);
+      } else {
+        if (*a.dtype) std::snprintf(what, sizeof what, "%s x %zu%s%s", a.dtype, a.count, *a.algo ? ", " : "", a.algo);
+        std::snprintf(msg, sizeof msg,
+                      "ringtrain: rank %d of %d%s: collective %s(%s) did not finish within %g s "
+                      "(--timeout); a peer rank has probably died or hung; aborting the whole job",
+                      rank_, world_size_, group_.c_str(), a.operation, what, timeout_s_);
+      }
       std::string message = msg;
       lock.unlock();
       action_(message);

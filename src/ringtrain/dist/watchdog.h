@@ -3,6 +3,9 @@
 // than the timeout, reports "rank R of W: <operation> did not finish within T s" and runs the timeout
 // action (by default: print to stderr and MPI_Abort, which takes every rank of the job down).
 // A timeout <= 0 disables it. Only time inside collectives counts: slow compute is never a hang.
+// Point-to-point waits (pipeline stages) are watched the same way (arm_p2p), their message naming the peer;
+// a watchdog of a sub-group (the process grid's tensor, data-parallel and pipeline groups) says which group
+// and which world rank it is (set_group).
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -41,6 +44,10 @@ class Watchdog {
   // allocates nothing (a fixed table of slots: one per thread in a collective, kSlots at most; beyond that
   // a collective goes unwatched); the message is only formatted on timeout.
   Guard arm(const char* operation, const char* dtype = "", std::size_t count = 0, const char* algo = "");
+  // A point-to-point wait on `peer` (a rank of this watchdog's group; peer_world: its world rank).
+  Guard arm_p2p(const char* operation, std::size_t bytes, int peer, int peer_world);
+  // Names the group in every message: "rank 1 of 2 in the pipeline group (world rank 3)". Before use.
+  void set_group(const std::string& group, int world_rank);
 
   double timeout_s() const { return timeout_s_; }
   bool fired() const;
@@ -52,6 +59,7 @@ class Watchdog {
     std::size_t count;
     const char* algo;
     std::chrono::steady_clock::time_point start;
+    int peer = -1, peer_world = -1;  // point-to-point: the other side
   };
   static constexpr int kSlots = 16;
   void disarm(uint64_t slot);
@@ -59,6 +67,7 @@ class Watchdog {
 
   double timeout_s_;
   int rank_, world_size_;
+  std::string group_;  // " in the pipeline group (world rank 3)"; empty for the world
   TimeoutAction action_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

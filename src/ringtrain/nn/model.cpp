@@ -56,6 +56,53 @@ void Model::build() {
   done_ = std::make_unique<std::atomic<int>[]>(layers_.size());
 }
 
+std::unique_ptr<Model> Model::cut(Model&& whole, int begin, int end) {
+  const int L = int(whole.layers_.size());
+  check(begin >= 0 && begin < end && end <= L, "model: stage [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                                   ") is not a non-empty range of the " + std::to_string(L) + " nodes");
+  std::vector<Node> nodes;
+  for (int i = begin; i < end; ++i) {
+    std::vector<int> in;
+    for (int v : whole.inputs_[std::size_t(i)]) {
+      check(v >= begin, "model: node " + std::to_string(i) + " ('" + whole.layers_[std::size_t(i)]->name() +
+                            "') reads value " + std::to_string(v) + ", from before the stage starting at node " +
+                            std::to_string(begin) + " (not a chain point)");
+      in.push_back(v - begin);
+    }
+    nodes.push_back({std::move(whole.layers_[std::size_t(i)]), std::move(in)});
+  }
+  auto stage = std::make_unique<Model>(whole.shapes_[std::size_t(begin)], std::move(nodes));
+  stage->set_name(whole.name());
+  // The stage keeps whole's values: parameters and buffers, by name.
+  ParameterSet& p = stage->params_;
+  for (std::size_t i = 0; i < p.views().size(); ++i) {
+    const ParamView& v = p.views()[i];
+    const ParamView& w = whole.params_.view(v.name);
+    std::copy(whole.params_.params() + w.offset, whole.params_.params() + w.offset + v.numel, p.params() + v.offset);
+  }
+  for (const BufferView& b : p.buffer_views())
+    for (const BufferView& w : whole.params_.buffer_views()) {
+      if (w.name != b.name) continue;
+      if (b.int64)
+        std::copy(whole.params_.counters() + w.offset, whole.params_.counters() + w.offset + b.numel, p.counters() + b.offset);
+      else
+        std::copy(whole.params_.buffers() + w.offset, whole.params_.buffers() + w.offset + b.numel, p.buffers() + b.offset);
+    }
+  return stage;
+}
+
+double Model::node_cost(std::size_t node) const {
+  return layers_[node]->forward_macs() + double(shape_numel(shapes_[node + 1]));
+}
+
+void Model::set_input_gradient(bool on) {
+  if (on == input_grad_) return;
+  input_grad_ = on;
+  const int batch = max_batch_;
+  max_batch_ = 0;
+  if (batch > 0) reserve(batch);
+}
+
 void Model::init_parameters(uint64_t seed) {
   Rng rng(seed);
   for (std::size_t i = 0; i < params_.views().size(); ++i) {
@@ -107,8 +154,9 @@ void Model::reserve(int max_batch) {
     layer->reserve_grad_slots(params_);
   }
   largest_ = largest;
+  grads_[0].resize(input_grad_ ? std::size_t(max_batch) * per_sample(0) : 0);
   bool fans_out = false;
-  for (std::size_t v = 1; v < consumers_.size(); ++v) fans_out |= consumers_[v] > 1;
+  for (std::size_t v = input_grad_ ? 0 : 1; v < consumers_.size(); ++v) fans_out |= consumers_[v] > 1;
   // Two inputs of one node may both need a second buffer (x + x): two regions.
   fanout_.resize(fans_out ? 2 * std::size_t(max_batch) * largest : 0);
   written_.assign(std::size_t(threads()), std::vector<uint8_t>(shapes_.size(), 0));
@@ -148,7 +196,7 @@ double Model::train_flops_per_sample() const {
 
 std::size_t Model::activation_floats() const {
   std::size_t n = fanout_.size();
-  for (std::size_t v = 1; v < shapes_.size(); ++v) n += acts_[v].size() + grads_[v].size();
+  for (std::size_t v = 0; v < shapes_.size(); ++v) n += acts_[v].size() + grads_[v].size();
   return n;
 }
 
@@ -192,7 +240,7 @@ void Model::backward_node(const ops::KernelTable& k, std::size_t i, const float*
   for (std::size_t j = 0; j < in.size(); ++j) {
     const int v = in[j];
     added[j] = false;
-    if (v == 0) {
+    if (v == 0 && !input_grad_) {
       dins[j] = nullptr;
     } else if (!written[std::size_t(v)]) {
       dins[j] = grad(v, s.n0);

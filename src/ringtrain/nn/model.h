@@ -46,6 +46,13 @@ class Model {
   // A chain: every layer reads the previous one's output.
   Model(Shape input, LayerList layers);
 
+  // Nodes [begin, end) of `whole` as a model of their own: a pipeline stage (nn/pipeline_stages.h). Its input
+  // is value `begin` of whole (node begin-1's output, or whole's input when begin = 0), which must be the
+  // only value that nodes from `begin` on read from before it (a chain point); its nodes read their values
+  // renumbered. The layers move out of `whole` (left unusable) and are configured and declare their
+  // parameters again here, so the stage holds only its own (same names, whole's values); the name stays whole's.
+  static std::unique_ptr<Model> cut(Model&& whole, int begin, int end);
+
   // Every parameter initialised as its layer declared (ParamView::init: PyTorch's initialisation for the
   // module), drawn tensor by tensor in state_dict order from seed; buffers reset to their initial values.
   void init_parameters(uint64_t seed);
@@ -85,6 +92,15 @@ class Model {
   // Backpropagates dlogits through the layers of the last forward (same x, same N).
   void backward(const ops::KernelTable& k, const float* x, const float* dlogits, int N,
                 const GradReadyHook& on_grads_ready = {});
+  // Also compute the gradient of the model input in backward (off by default: the data needs none; a
+  // pipeline stage after the first sends it to the stage before). input_grad(): [N, input...] of the
+  // last backward. Re-sizes the reserved buffers.
+  void set_input_gradient(bool on);
+  bool input_gradient() const { return input_grad_; }
+  const float* input_grad() const { return grads_.empty() ? nullptr : grads_[0].data(); }
+  // What node i costs a sample: its forward multiply-adds plus the floats it writes (so layers without
+  // multiply-adds - ReLU, add, pooling - are not free); what pipeline stages are balanced by.
+  double node_cost(std::size_t node) const;
 
   // The zoo name the model was built as (nn/models/zoo.h: "lenet5", "resnet18", ...; checkpoints record it).
   const std::string& name() const { return name_; }
@@ -131,6 +147,7 @@ class Model {
   std::vector<AlignedBuffer<float>> grads_;   // grads_[v]: value v's gradient (v >= 1 that someone reads)
   AlignedBuffer<float> fanout_;               // a second gradient buffer for values read more than once
   std::vector<std::vector<uint8_t>> written_; // written_[t][v]: slice t has written value v's gradient
+  bool input_grad_ = false;                   // set_input_gradient: grads_[0] holds the input's gradient
   int max_batch_ = 0;
   int64_t largest_ = 0;                       // largest per-sample value, in floats
   std::unique_ptr<ThreadPool> pool_;

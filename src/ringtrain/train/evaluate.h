@@ -33,4 +33,20 @@ struct EvalResult {
 EvalResult evaluate(nn::Model& model, const ops::KernelTable& kernels, const data::Split& split,
                     dist::Communicator& comm, int batch_size = 0, bool keep_predictions = false);
 
+// evaluate()'s pieces, shared with the pipeline's evaluation (train/pipeline_engine.h):
+// samples [begin, end) of a split of `count` that rank `rank` of `size` evaluates;
+struct EvalShard {
+  int64_t begin = 0, end = 0;
+};
+EvalShard eval_shard(int64_t count, int rank, int size);
+// the default batch (batch_size 0 above) for a model's activations;
+int default_eval_batch(const nn::Model& model);
+// counts N samples' logits [N, r.classes] into r, the labels those of samples first.. of `split`;
+void count_logits(EvalResult& r, const float* logits, const data::Split& split, int64_t first, int N,
+                  bool keep_predictions);
+// sums the counts over comm's ranks (predictions stay each rank's own).
+void sum_counts(EvalResult& r, dist::Communicator& comm);
+// An empty result for K classes.
+EvalResult empty_result(int classes);
+
 }  // namespace ringtrain::train

@@ -10,6 +10,7 @@
 #include <utility>
 #include <ostream>
 #include <sstream>
+#include <thread>
 
 #include "ringtrain/core/error.h"
 #include "ringtrain/core/rng.h"
@@ -20,6 +21,7 @@
 #include "ringtrain/train/optimizer_shards.h"
 #include "ringtrain/train/overlap_trial.h"
 #include "ringtrain/train/progress.h"
+#include "ringtrain/train/pp_checkpoint.h"
 #include "ringtrain/train/tp_checkpoint.h"
 
 namespace ringtrain::train {
@@ -35,12 +37,23 @@ std::string format(const char* fmt, double a, double b = 0, double c = 0, double
 }
 // Fault injection for the kill-and-resume tests: RINGTRAIN_FAULT_KILL="RANK:STEP" makes that rank
 // SIGKILL itself right after that step of a run that did not resume (so a restarted job runs through).
+// RINGTRAIN_FAULT_HANG="RANK:STEP" makes that rank stop for good after that step (a hung peer: the others
+// must end the job through the watchdog, naming it).
 struct FaultInjection {
   int rank = -1;
   int64_t step = -1;
+  int hang_rank = -1;
+  int64_t hang_step = -1;
 };
 FaultInjection fault_injection_from_env() {
   FaultInjection f;
+  if (const char* v = std::getenv("RINGTRAIN_FAULT_HANG")) {
+    long long rank = -1, step = -1;
+    check(std::sscanf(v, "%lld:%lld", &rank, &step) == 2 && rank >= 0 && step >= 1,
+          std::string("RINGTRAIN_FAULT_HANG must be RANK:STEP, got '") + v + "'");
+    f.hang_rank = int(rank);
+    f.hang_step = step;
+  }
   if (const char* v = std::getenv("RINGTRAIN_FAULT_KILL")) {
     long long rank = -1, step = -1;
     check(std::sscanf(v, "%lld:%lld", &rank, &step) == 2 && rank >= 0 && step >= 1,
@@ -185,15 +198,70 @@ optim::Optimizer* Trainer::optimizer_for_checkpoint(std::unique_ptr<optim::Optim
 }
 
 bool Trainer::tensor_parallel() const { return grid_ && grid_->tp() > 1; }
-// Under --tp the data-parallel rank 0 of every tensor group would qualify: only world rank 0 logs.
-bool Trainer::is_logger() const { return comm_.rank() == 0 && (!grid_ || grid_->tp_rank() == 0); }
+// Under --tp / --pp the data-parallel rank 0 of every tensor and pipeline group would qualify: only world
+// rank 0 logs (every stage knows the loss: the pipeline broadcasts it).
+bool Trainer::is_logger() const {
+  return comm_.rank() == 0 && (!grid_ || (grid_->tp_rank() == 0 && grid_->pp_rank() == 0));
+}
+
+void Trainer::set_process_grid(dist::ProcessGrid* grid) {
+  grid_ = grid;
+  if (!grid_ || grid_->pp() == 1) return;
+  check(config_.micro_batches == 1 || grad_sum_ != nullptr, "pipeline: no gradient accumulator");
+  // Under --precision bf16|fp16 activations and their gradients cross in that dtype (half the bytes).
+  const PipeWire wire = config_.precision == "bf16"   ? PipeWire::Bf16
+                        : config_.precision == "fp16" ? PipeWire::Fp16
+                                                      : PipeWire::Fp32;
+  pipeline_ = std::make_unique<PipelineEngine>(model_, grid_->pp_comm(), parse_pp_schedule(config_.pp_schedule),
+                                               config_.micro_batches, config_.batch_size / config_.micro_batches, wire);
+}
+
+EvalResult Trainer::evaluate_test(const data::Split& test_split) {
+  if (pipeline_) return pipeline_->evaluate(kernels_, test_split, comm_);
+  return evaluate(model_, kernels_, test_split, comm_);
+}
+
+PipelineReport Trainer::pipeline_report() {
+  PipelineReport r;
+  if (!pipeline_) return r;
+  const int P = pipeline_->stages(), s = pipeline_->stage();
+  const PipelineStats& st = pipeline_->stats();
+  r.schedule = pp_schedule_name(pipeline_->schedule());
+  r.stages = P;
+  r.micro_batches = config_.micro_batches;
+  r.ideal_bubble = ideal_bubble(P, config_.micro_batches);
+  r.idle_fraction.assign(std::size_t(P), 0.0);
+  r.step_ms.assign(std::size_t(P), 0.0);
+  r.in_flight.assign(std::size_t(P), 0);
+  r.measured_in_flight.assign(std::size_t(P), 0);
+  r.recomputes.assign(std::size_t(P), 0);
+  r.wire = pipe_wire_name(pipeline_->wire());
+  r.bytes_per_step.assign(std::size_t(P), 0);
+  r.bytes_per_step[std::size_t(s)] = st.calls ? st.bytes_sent / st.calls : 0;
+  r.idle_fraction[std::size_t(s)] = st.idle_fraction();
+  r.step_ms[std::size_t(s)] = st.steps ? 1000.0 * st.step_s / double(st.steps) : 0.0;
+  r.in_flight[std::size_t(s)] = pipeline_->in_flight();
+  r.measured_in_flight[std::size_t(s)] = st.most_in_flight;
+  r.recomputes[std::size_t(s)] = st.recomputes;
+  dist::Communicator& pp = grid_->pp_comm();  // every stage contributes its own entries
+  pp.allreduce_sum(r.idle_fraction.data(), r.idle_fraction.size());
+  pp.allreduce_sum(r.step_ms.data(), r.step_ms.size());
+  pp.allreduce_sum(r.in_flight.data(), r.in_flight.size());
+  pp.allreduce_sum(r.measured_in_flight.data(), r.measured_in_flight.size());
+  pp.allreduce_sum(r.recomputes.data(), r.recomputes.size());
+  pp.allreduce_sum(r.bytes_per_step.data(), r.bytes_per_step.size());
+  return r;
+}
 
 void Trainer::load_state(const std::string& path) {
   // Under --shard-optimizer the whole state is read and this rank keeps its slices.
   std::unique_ptr<optim::Optimizer> whole =
       sharded() ? optimizer_like(*optimizer_, model_.params().size()) : std::unique_ptr<optim::Optimizer>();
   optim::Optimizer& target = whole ? *whole : *optimizer_;
-  if (tensor_parallel()) {
+  if (pipeline_parallel()) {  // this stage's tensors (its shards of them under --tp), buffers too
+    load_grid_weights(path, model_);
+    load_sharded_optimizer_state(path, target, model_);
+  } else if (tensor_parallel()) {
     load_sharded_weights(path, model_);
     load_sharded_optimizer_state(path, target, model_);
   } else {
@@ -268,7 +336,7 @@ void Trainer::save_periodic(const CheckpointDir& dir, const Position& at) {
   // group); under --tp too (the shards are gathered over each tensor group); world rank 0 writes.
   std::unique_ptr<optim::Optimizer> gathered;
   optim::Optimizer* optimizer = optimizer_for_checkpoint(gathered);
-  if (comm_.rank() == 0 || tensor_parallel()) {
+  if (comm_.rank() == 0 || tensor_parallel() || pipeline_parallel()) {
     std::map<std::string, std::string> md = config_.checkpoint_metadata;
     md["trainer.step"] = std::to_string(at.step);
     md["trainer.epoch"] = std::to_string(at.epoch);
@@ -290,7 +358,11 @@ void Trainer::save_periodic(const CheckpointDir& dir, const Position& at) {
       md["trainer.allreduce_calibration"] = allreduce_model_->to_json();
       md["trainer.allreduce_plan"] = dist::plan_text(*allreduce_model_, reducer_->buckets(), config_.reducer.bucket_bytes);
     }
-    if (tensor_parallel()) {
+    if (pipeline_parallel()) {  // every stage's tensors gathered (their shards first under --tp)
+      md["trainer.tp"] = std::to_string(grid_->tp());
+      md["trainer.pp"] = std::to_string(grid_->pp());
+      save_grid_checkpoint(dir.path_for(at.step), model_, optimizer, md, *grid_);
+    } else if (tensor_parallel()) {
       md["trainer.tp"] = std::to_string(grid_->tp());
       save_sharded_checkpoint(dir.path_for(at.step), model_, optimizer, md, *grid_);
     } else {
@@ -301,10 +373,28 @@ void Trainer::save_periodic(const CheckpointDir& dir, const Position& at) {
   // Nobody runs ahead of a checkpoint being written (a killed rank then never loses one in flight).
   comm_.barrier();
   if (tensor_parallel()) grid_->tp_comm().barrier();
+  if (pipeline_parallel()) grid_->pp_comm().barrier();
+}
+
+float Trainer::micro_loss(const float* logits, const uint8_t* labels, int n, int N, float loss_scale, float* dlogits) {
+  const int K = model_.num_classes();
+  const float loss = kernels_.softmax_xent_forward(probs_.data(), logits, labels, n, K);
+  kernels_.softmax_xent_backward(dlogits, probs_.data(), labels, n, K, loss_scale / float(N));
+  if (config_.label_smoothing > 0.0) {
+    // Targets (1 - eps) onehot + eps/K: the gradient (p - target) s = (p - onehot) s + eps s (onehot - 1/K).
+    // The reported loss stays the cross-entropy against the true labels.
+    const float es = float(config_.label_smoothing) * loss_scale / float(N), uniform = es / float(K);
+    for (int i = 0; i < n; ++i) {
+      float* d = dlogits + std::size_t(i) * K;
+      for (int k = 0; k < K; ++k) d[k] -= uniform;
+      d[labels[i]] += es;
+    }
+  }
+  return loss;
 }
 
 float Trainer::step(const data::Batch& batch, int64_t step_index) {
-  const int N = batch.N, K = model_.num_classes();
+  const int N = batch.N;
   const std::size_t input = std::size_t(shape_numel(model_.input_shape()));
   // fp16: the loss is scaled (the gradient of the logits carries the factor) so small gradients survive.
   const float loss_scale = scaler_ ? scaler_->scale() : 1.0f;
@@ -313,7 +403,15 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
   const int M = std::max(1, std::min(config_.micro_batches, N));
   double loss_sum = 0.0;
   float loss = 0.0f;
-  for (int m = 0; m < M; ++m) {
+  if (pipeline_) {  // the same passes, stage by stage in the schedule's order (train/pipeline_engine.h)
+    loss = pipeline_->train_step(kernels_, batch, config_.seed, step_index, grad_sum_.get(),
+                                 reducer_ ? reducer_->hook() : nn::Model::GradReadyHook(),
+                                 [&](const float* logits, const uint8_t* labels, int n, float* dlogits) {
+                                   return micro_loss(logits, labels, n, N, loss_scale, dlogits);
+                                 });
+    if (reducer_) reducer_->wait();
+  }
+  for (int m = 0; m < (pipeline_ ? 0 : M); ++m) {
     const MicroBatchRange mb = micro_batch(N, M, m);
     const int n0 = mb.begin, n = mb.size();
     const float* x = batch.x + std::size_t(n0) * input;
@@ -321,19 +419,8 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
     // Dropout masks are a function of (seed, step, sample): the same on a resumed run, at any world size.
     model_.set_step(config_.seed, step_index, batch.indices ? batch.indices + n0 : nullptr);
     const float* logits = model_.forward(kernels_, x, n);
-    loss = kernels_.softmax_xent_forward(probs_.data(), logits, labels, n, K);
+    loss = micro_loss(logits, labels, n, N, loss_scale, dlogits_.data());
     loss_sum += double(loss) * n;
-    kernels_.softmax_xent_backward(dlogits_.data(), probs_.data(), labels, n, K, loss_scale / float(N));
-    if (config_.label_smoothing > 0.0) {
-      // Targets (1 - eps) onehot + eps/K: the gradient (p - target) s = (p - onehot) s + eps s (onehot - 1/K).
-      // The reported loss stays the cross-entropy against the true labels.
-      const float es = float(config_.label_smoothing) * loss_scale / float(N), uniform = es / float(K);
-      for (int i = 0; i < n; ++i) {
-        float* d = dlogits_.data() + std::size_t(i) * K;
-        for (int k = 0; k < K; ++k) d[k] -= uniform;
-        d[labels[i]] += es;
-      }
-    }
     if (m + 1 < M) {  // an earlier micro-batch: its gradients join the sum, nothing is communicated yet
       model_.backward(kernels_, x, dlogits_.data(), n);
       if (m == 0)
@@ -354,7 +441,7 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
       if (M > 1) grad_sum_->finish_all();
     }
   }
-  if (M > 1) loss = float(loss_sum / double(N));  // the batch mean
+  if (M > 1 && !pipeline_) loss = float(loss_sum / double(N));  // the batch mean
   ++step_calls_;
   if (scaler_) {
     // Fault injection for the skip test (tests/cli/test_mixed_precision.sh): RINGTRAIN_FAULT_INF_GRAD=
@@ -370,8 +457,9 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
     // Unscale + inf/NaN check in one pass; every rank agrees to skip if any rank found one.
     const optim::LossScaleStep st =
         scaler_->step(*optimizer_, model_.params().params(), model_.params().grads(), [this](bool local) {
-                        const bool any = dist::any_rank(comm_, local);  // under --tp: and over the tensor group
-                        return tensor_parallel() ? dist::any_rank(grid_->tp_comm(), any) : any;
+                        bool any = dist::any_rank(comm_, local);  // under --tp / --pp: and over those groups
+                        if (tensor_parallel()) any = dist::any_rank(grid_->tp_comm(), any);
+                        return pipeline_parallel() ? dist::any_rank(grid_->pp_comm(), any) : any;
                       });
     if (st.applied) {
       optimizer_->update_ema(model_.params().params());
@@ -391,7 +479,8 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
 TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test_split) {
   model_.set_training(true);
   const int64_t input = shape_numel(model_.input_shape());
-  check(int64_t(train_split.rows) * train_split.cols == input,
+  // (A pipeline stage after the first takes activations, not images: the first stage checks.)
+  check((pipeline_ && pipeline_->stage() > 0) || int64_t(train_split.rows) * train_split.cols == input,
         "training images are " + std::to_string(train_split.rows) + "x" + std::to_string(train_split.cols) +
             ", the model expects " + shape_str(model_.input_shape()));
   data::BatchLoader loader(train_split, config_.batch_size, config_.workers, config_.prefetch,
@@ -473,6 +562,8 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
       if (checkpoints && config_.checkpoint_every > 0 && result.steps % config_.checkpoint_every == 0)
         save_periodic(*checkpoints, after);
       if (fault.rank == fault_rank && fault.step == result.steps && start.step == 0) std::raise(SIGKILL);
+      if (fault.hang_rank == fault_rank && fault.hang_step == result.steps)
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(60));
       if (config_.max_steps > 0 && result.steps >= config_.max_steps) break;
     }
     const double epoch_seconds = seconds_since(epoch_start);
@@ -480,7 +571,7 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
     const bool last = epoch + 1 == config_.epochs || (config_.max_steps > 0 && result.steps >= config_.max_steps);
     if (config_.eval_each_epoch || last) {
       swap_ema();  // --ema: evaluate the averaged weights
-      result.test = evaluate(model_, kernels_, test_split, comm_);
+      result.test = evaluate_test(test_split);
       if (tensor_parallel()) {
         const int64_t differ = dist::replica_mismatches(model_.params(), model_.params().params(), grid_->tp_comm());
         check(differ == 0, "tensor parallelism: " + std::to_string(differ) +
@@ -528,6 +619,7 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
     result.skipped_steps = scaler_->skipped_steps();
     result.loss_scale = scaler_->scale();
   }
+  result.pipeline = pipeline_report();  // collective over the pipeline group
   result.train_seconds = train_seconds;
   result.data_wait_fraction = train_seconds > 0 ? loader.wait_seconds() / train_seconds : 0.0;
   result.samples_per_second = train_seconds > 0 ? samples_seen * comm_.size() / train_seconds : 0.0;

@@ -23,6 +23,7 @@
 #include "ringtrain/optim/schedule.h"
 #include "ringtrain/train/evaluate.h"
 #include "ringtrain/train/grad_accumulator.h"
+#include "ringtrain/train/pipeline_engine.h"
 
 namespace ringtrain::dist {
 class ProcessGrid;
@@ -76,6 +77,22 @@ struct TrainConfig {
   // optimizer step. Batch norm sees each micro-batch alone (GPipe). The data-parallel all-reduce runs once,
   // overlapping the last micro-batch's backward. Must divide batch_size.
   int micro_batches = 1;
+  // --pp-schedule gpipe|1f1b: the order of the micro-batches' passes on each pipeline stage (--pp > 1;
+  // train/pipeline_schedule.h). The messages between stages carry `precision`'s dtype (PipeWire).
+  std::string pp_schedule = "1f1b";
+};
+
+// --pp: each stage's measured bubble and what it held, gathered over the pipeline group at the end of fit().
+struct PipelineReport {
+  std::string schedule;
+  int stages = 0, micro_batches = 0;
+  double ideal_bubble = 0.0;             // (P-1)/(M+P-1)
+  std::vector<double> idle_fraction;     // per stage: time waiting for messages / schedule time
+  std::vector<double> step_ms;           // per stage: the schedule's time a step
+  std::vector<int64_t> in_flight;        // per stage: micro-batches its schedule holds at most
+  std::vector<int64_t> measured_in_flight, recomputes;
+  std::string wire;                      // what the messages carry: fp32, bf16 or fp16 (--precision)
+  std::vector<int64_t> bytes_per_step;   // per stage: training message bytes it sends a step
 };
 
 struct TrainResult {
@@ -97,6 +114,7 @@ struct TrainResult {
   double allreduce_library_sums_per_step = 0.0;
   int64_t skipped_steps = 0;           // fp16: steps skipped for inf/NaN gradients
   float loss_scale = 1.0f;             // fp16: the final loss scale
+  PipelineReport pipeline;             // --pp > 1
 };
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& config, std::size_t n);
@@ -125,7 +143,10 @@ class Trainer {
   // average, evaluation all run over it). Checkpoints are then gathered/split (train/tp_checkpoint.h),
   // only world rank 0 logs, fp16 skips are agreed over the whole world, and the replicated parameters are
   // checked bit-identical across the tensor group after each evaluation.
-  void set_process_grid(dist::ProcessGrid* grid) { grid_ = grid; }
+  // Pipeline parallelism (--pp > 1): the model is this rank's stage (nn/pipeline_stages.h) and every step
+  // runs through a PipelineEngine on grid's pipeline group; checkpoints gather every stage's tensors.
+  void set_process_grid(dist::ProcessGrid* grid);
+  const PipelineEngine* pipeline() const { return pipeline_.get(); }
   // --allreduce auto (before fit()): the model the communicator picks each bucket's algorithm by (shared
   // with it). Every periodic checkpoint records it (trainer.allreduce_calibration) and the plan it gives
   // (trainer.allreduce_plan); a resumed run on the same world takes the checkpoint's model instead of its
@@ -154,6 +175,12 @@ class Trainer {
   // or after the EMA swapped its slices in). Otherwise nothing.
   void gather_parameters();
   bool tensor_parallel() const;
+  bool pipeline_parallel() const { return pipeline_ != nullptr; }
+  // The mean loss of n samples of a batch of N (its logits), their logit gradients into dlogits (scaled by
+  // loss_scale / N, label smoothing applied).
+  float micro_loss(const float* logits, const uint8_t* labels, int n, int N, float loss_scale, float* dlogits);
+  EvalResult evaluate_test(const data::Split& test_split);
+  PipelineReport pipeline_report();
   void load_state(const std::string& path);  // weights + optimizer state, cut into shards under --tp
 
   TrainConfig config_;
@@ -171,6 +198,7 @@ class Trainer {
   AlignedBuffer<float> dlogits_, probs_;
   // --micro-batches > 1: the gradients of a step's earlier micro-batches, summed (train/grad_accumulator.h).
   std::unique_ptr<GradAccumulator> grad_sum_;
+  std::unique_ptr<PipelineEngine> pipeline_;  // --pp > 1 (set_process_grid)
   optim::LrSchedule schedule_;
 };
 

@@ -1,0 +1,47 @@
+// Pipeline stages (--pp P, --pp-split): a model's node list cut into P contiguous stages. A cut may only
+// sit at a chain point, where exactly one value crosses: point c (between node c-1 and node c) is one when
+// no node from c on reads a value written before node c-1's output, so the stages meet in one tensor
+// (between resnet18's blocks, between vit's encoder layers or the two residual halves of one, between
+// LeNet-5's layers; never inside a residual block, whose skip connection would cross too).
+// The cut is balanced by the layers' own cost (Model::node_cost: forward multiply-adds plus the floats
+// written), minimising the costliest stage, or set by hand: --pp-split "c1,c2,..." names the node where
+// each stage after the first starts.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ringtrain/nn/model.h"
+
+namespace ringtrain::nn {
+
+struct StageCut {
+  std::vector<int> begins;  // begins[s]: the first node of stage s; begins[P] = the node count
+  int stages() const { return int(begins.size()) - 1; }
+  int begin(int s) const { return begins[std::size_t(s)]; }
+  int end(int s) const { return begins[std::size_t(s) + 1]; }
+};
+
+// The chain points of a model: every c in [1, nodes) where only value c crosses (increasing).
+std::vector<int> chain_points(const Model& model);
+// The cut into P stages with the smallest largest stage cost, the stages before the last counted
+// `earlier_weight` times (1F1B: they recompute each forward, train/pipeline_engine.h). Throws a one-line
+// Error when the model has fewer than P - 1 chain points.
+StageCut balanced_cut(const Model& model, int P, double earlier_weight = 1.0);
+// --pp-split: P - 1 comma-separated node indices, increasing, each a chain point. Throws a one-line Error
+// naming what is wrong (and the chain points there are) otherwise.
+StageCut parse_cut(const std::string& text, const Model& model, int P);
+// The cut --pp-split gives, or the balanced one when it is empty.
+StageCut stage_cut(const Model& model, int P, const std::string& split, double earlier_weight = 1.0);
+// A stage's cost per sample (sum of node_cost over its nodes).
+double stage_cost(const Model& model, const StageCut& cut, int s);
+// "stage 0: nodes 0-11 (conv1 .. layer2.1.relu2), 41% of the cost; stage 1: ..." for the start-up line.
+std::string describe_cut(const Model& model, const StageCut& cut);
+// A cut of `whole` (its node indices: what --pp-split names) on `other`, the same architecture built with
+// more nodes (vit under --tp has its f/g layers): each stage starts at other's first node named as whole's
+// stage start, which must be a chain point there too.
+StageCut map_cut(const Model& whole, const StageCut& cut, const Model& other);
+// Stage s of whole (Model::cut; whole's layers move out).
+std::unique_ptr<Model> take_stage(std::unique_ptr<Model> whole, const StageCut& cut, int s);
+
+}  // namespace ringtrain::nn

@@ -1,0 +1,303 @@
+#include "ringtrain/train/pipeline_engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "ringtrain/core/error.h"
+#include "ringtrain/core/half.h"
+#include "ringtrain/dist/ring_allreduce.h"
+
+namespace ringtrain::train {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+// One tag a direction: messages between two ranks with one tag arrive in order, and both sides run the
+// micro-batches in order (forwards 0..M-1 on both, backwards 0..M-1 on both), so no number is needed.
+constexpr int kTagActivations = 0, kTagGradients = 1, kTagEval = 2;
+}  // namespace
+
+const char* pipe_wire_name(PipeWire w) { return w == PipeWire::Fp32 ? "fp32" : w == PipeWire::Bf16 ? "bf16" : "fp16"; }
+
+PipelineEngine::PipelineEngine(nn::Model& stage, dist::Communicator& pp, PipeSchedule schedule, int micro_batches,
+                               int micro_batch, PipeWire wire)
+    : model_(stage), pp_(pp), schedule_(schedule), wire_(wire), P_(pp.size()), s_(pp.rank()), M_(micro_batches),
+      micro_(micro_batch) {
+  check(M_ >= 1 && micro_ >= 1, "pipeline: needs at least one micro-batch of at least one sample");
+  K_ = max_in_flight(stage_actions(schedule_, P_, s_, M_));
+  in_numel_ = std::size_t(shape_numel(model_.input_shape()));
+  input_pixels_ = in_numel_;
+  out_numel_ = std::size_t(shape_numel(model_.value_shape(int(model_.layers().size()))));
+  // A stage after the first sends back the gradient of its input.
+  model_.set_input_gradient(s_ > 0);
+  model_.reserve(micro_);
+  slots_.resize(std::size_t(K_));
+  const std::size_t in = std::size_t(micro_) * in_numel_, out = std::size_t(micro_) * out_numel_;
+  const bool half = wire_ != PipeWire::Fp32;
+  for (Slot& sl : slots_) {
+    if (s_ > 0) {
+      sl.in.resize(in);
+      if (half) {
+        sl.in16.resize(in);
+        sl.din16.resize(in);
+      } else {
+        sl.din.resize(in);
+      }
+    }
+    if (!last()) {
+      sl.dout.resize(out);
+      if (half) {
+        sl.out16.resize(out);
+        sl.dout16.resize(out);
+      } else {
+        sl.out.resize(out);
+      }
+    }
+  }
+  if (last()) dlogits_.resize(std::size_t(micro_) * M_ * out_numel_);
+}
+
+std::size_t PipelineEngine::buffer_bytes() const {
+  std::size_t n = dlogits_.size(), n16 = 0;
+  for (const Slot& sl : slots_) {
+    n += sl.in.size() + sl.out.size() + sl.dout.size() + sl.din.size();
+    n16 += sl.in16.size() + sl.out16.size() + sl.dout16.size() + sl.din16.size();
+  }
+  return n * sizeof(float) + n16 * sizeof(uint16_t);
+}
+
+dist::Communicator::Request PipelineEngine::send(const float* src, float* buf, std::vector<uint16_t>& buf16,
+                                                 std::size_t n, int peer, int tag, const char* what) {
+  if (wire_ == PipeWire::Fp32) {
+    std::memcpy(buf, src, n * sizeof(float));
+    stats_.bytes_sent += int64_t(n * sizeof(float));
+    return pp_.start_send(buf, n * sizeof(float), peer, tag, what);
+  }
+  if (wire_ == PipeWire::Bf16)
+    float_to_bf16(buf16.data(), src, n);
+  else
+    float_to_fp16(buf16.data(), src, n);
+  stats_.bytes_sent += int64_t(n * sizeof(uint16_t));
+  return pp_.start_send(buf16.data(), n * sizeof(uint16_t), peer, tag, what);
+}
+
+dist::Communicator::Request PipelineEngine::recv(float* dst, std::vector<uint16_t>& buf16, std::size_t n, int peer,
+                                                 int tag, const char* what) {
+  if (wire_ == PipeWire::Fp32) return pp_.start_recv(dst, n * sizeof(float), peer, tag, what);
+  return pp_.start_recv(buf16.data(), n * sizeof(uint16_t), peer, tag, what);
+}
+
+void PipelineEngine::widen(float* dst, const std::vector<uint16_t>& buf16, std::size_t n) const {
+  if (wire_ == PipeWire::Bf16)
+    bf16_to_float(dst, buf16.data(), n);
+  else if (wire_ == PipeWire::Fp16)
+    fp16_to_float(dst, buf16.data(), n);
+}
+
+void PipelineEngine::wait(dist::Communicator::Request& r) {
+  if (r < 0) return;
+  const auto t0 = Clock::now();
+  {
+    // Spin briefly, then yield the core: a stage waiting out the bubble should not starve its neighbour
+    // on a shared or oversubscribed machine.
+    dist::ScopedPollMode mode(dist::PollMode::Adaptive);
+    pp_.wait_p2p(r);
+  }
+  idle_ += seconds_since(t0);
+  r = -1;
+}
+
+void PipelineEngine::poke() {
+  // MPI moves a message only inside MPI calls: a large send (past the eager limit) waits for its sender's
+  // next one, so each pass starts by testing the sends in flight, freeing those that are done.
+  for (Slot& sl : slots_)
+    for (dist::Communicator::Request* r : {&sl.send_out, &sl.send_din})
+      if (*r >= 0 && pp_.test_p2p(*r)) *r = -1;
+}
+
+void PipelineEngine::post_receives(int M, int N) {
+  if (s_ == 0) return;
+  // An activation's stash is free once the micro-batch K earlier has run its backward.
+  while (next_recv_ < M && next_recv_ - backwards_done_ < K_) {
+    const MicroBatchRange mb = micro_batch(N, M, next_recv_);
+    Slot& sl = slots_[std::size_t(next_recv_ % K_)];
+    sl.recv_in = recv(sl.in.data(), sl.in16, std::size_t(mb.size()) * in_numel_, s_ - 1, kTagActivations,
+                      "recv activations");
+    ++next_recv_;
+  }
+}
+
+const float* PipelineEngine::input_of(const data::Batch& batch, int m, int M) {
+  if (s_ > 0) return slots_[std::size_t(m % K_)].in.data();
+  return batch.x + std::size_t(micro_batch(batch.N, M, m).begin) * input_pixels_;
+}
+
+void PipelineEngine::forward(const ops::KernelTable& k, const data::Batch& batch, int m, int M, uint64_t seed,
+                             int64_t step, const LossFn& loss, double& loss_sum) {
+  const MicroBatchRange mb = micro_batch(batch.N, M, m);
+  const int n = mb.size();
+  Slot& sl = slots_[std::size_t(m % K_)];
+  if (s_ > 0) {
+    // (The schedule holds at most K micro-batches, so this one's receive was posted after the backward that
+    // freed its stash.)
+    if (m >= next_recv_) throw Error("pipeline: micro-batch " + std::to_string(m) + "'s activations were never received");
+    wait(sl.recv_in);
+    widen(sl.in.data(), sl.in16, std::size_t(n) * in_numel_);
+  }
+  model_.set_step(seed, step, batch.indices ? batch.indices + mb.begin : nullptr);
+  const float* out = model_.forward(k, input_of(batch, m, M), n);
+  last_forward_ = m;
+  stats_.most_in_flight = std::max(stats_.most_in_flight, ++held_);
+  if (last()) {
+    const float mean = loss(out, batch.labels + mb.begin, n, dlogits_.data() + std::size_t(mb.begin) * out_numel_);
+    loss_sum += double(mean) * n;
+    return;
+  }
+  wait(sl.send_out);  // the buffer's previous message (micro-batch m - K) must be gone
+  const std::size_t floats = std::size_t(n) * out_numel_;
+  sl.send_out = send(out, sl.out.data(), sl.out16, floats, s_ + 1, kTagActivations, "send activations");
+  sl.recv_dout = recv(sl.dout.data(), sl.dout16, floats, s_ + 1, kTagGradients, "recv activation gradients");
+}
+
+void PipelineEngine::backward(const ops::KernelTable& k, const data::Batch& batch, int m, int M, uint64_t seed,
+                              int64_t step, GradAccumulator* sum, const nn::Model::GradReadyHook& hook) {
+  const MicroBatchRange mb = micro_batch(batch.N, M, m);
+  const int n = mb.size();
+  Slot& sl = slots_[std::size_t(m % K_)];
+  const float* in = input_of(batch, m, M);
+  const float* dout;
+  if (last()) {
+    dout = dlogits_.data() + std::size_t(mb.begin) * out_numel_;
+  } else {
+    wait(sl.recv_dout);
+    widen(sl.dout.data(), sl.dout16, std::size_t(n) * out_numel_);
+    dout = sl.dout.data();
+  }
+  const int64_t* ids = batch.indices ? batch.indices + mb.begin : nullptr;
+  if (last_forward_ != m) {
+    // The model holds another micro-batch's activations: run this one's forward again from its stash,
+    // the running statistics it would move put back (they moved once, at its first forward).
+    nn::ParameterSet& p = model_.params();
+    saved_buffers_.assign(p.buffers(), p.buffers() + p.buffer_floats());
+    saved_counters_.assign(p.counters(), p.counters() + p.counter_count());
+    model_.set_step(seed, step, ids);
+    model_.forward(k, in, n);
+    std::copy(saved_buffers_.begin(), saved_buffers_.end(), p.buffers());
+    std::copy(saved_counters_.begin(), saved_counters_.end(), p.counters());
+    ++stats_.recomputes;
+  }
+  model_.set_step(seed, step, ids);
+  // The one-process --micro-batches order (Trainer::step): g_last + (((g_0 + g_1) + g_2) ...).
+  if (m + 1 < M) {
+    model_.backward(k, in, dout, n);
+    if (m == 0)
+      sum->start();
+    else
+      sum->add();
+  } else if (M > 1) {
+    model_.backward(k, in, dout, n, sum->finishing(hook));
+  } else {
+    model_.backward(k, in, dout, n, hook);
+  }
+  last_forward_ = -1;
+  --held_;
+  ++backwards_done_;
+  if (s_ > 0) {
+    wait(sl.send_din);
+    sl.send_din = send(model_.input_grad(), sl.din.data(), sl.din16, std::size_t(n) * in_numel_, s_ - 1, kTagGradients,
+                       "send activation gradients");
+  }
+}
+
+float PipelineEngine::train_step(const ops::KernelTable& k, const data::Batch& batch, uint64_t seed, int64_t step,
+                                 GradAccumulator* sum, const nn::Model::GradReadyHook& hook, const LossFn& loss) {
+  const int N = batch.N;
+  const int M = std::max(1, std::min(M_, N));
+  check(M == 1 || sum != nullptr, "pipeline: micro-batches need a gradient accumulator");
+  check((N + M - 1) / M <= micro_, "pipeline: a micro-batch of " + std::to_string((N + M - 1) / M) +
+                                       " samples is more than the " + std::to_string(micro_) + " reserved");
+  ++calls_;
+  stats_.calls = calls_;
+  const auto t0 = Clock::now();
+  idle_ = 0.0;
+  next_recv_ = backwards_done_ = held_ = 0;
+  last_forward_ = -1;
+  double loss_sum = 0.0;
+  post_receives(M, N);
+  for (const PipeAction& a : stage_actions(schedule_, P_, s_, M)) {
+    poke();
+    if (a.forward) {
+      forward(k, batch, a.micro, M, seed, step, loss, loss_sum);
+    } else {
+      backward(k, batch, a.micro, M, seed, step, sum, hook);
+      post_receives(M, N);
+    }
+  }
+  for (Slot& sl : slots_) {  // the step's last messages leave before their buffers can be reused
+    wait(sl.send_out);
+    wait(sl.send_din);
+  }
+  if (calls_ > 1) {
+    ++stats_.steps;
+    stats_.step_s += seconds_since(t0);
+    stats_.idle_s += idle_;
+  }
+  // Every stage reports the loss (logging, the divergence check): the last stage's, the batch mean.
+  pp_.broadcast(&loss_sum, sizeof loss_sum, P_ - 1);
+  return float(loss_sum / double(N));
+}
+
+EvalResult PipelineEngine::evaluate(const ops::KernelTable& k, const data::Split& split, dist::Communicator& dp) {
+  const EvalShard shard = eval_shard(split.count, dp.rank(), dp.size());
+  // Every stage runs the same batches: the smallest of the stages' default batch sizes.
+  std::vector<int64_t> sizes(std::size_t(P_), 0);
+  sizes[std::size_t(s_)] = default_eval_batch(model_);
+  pp_.allreduce_sum(sizes.data(), sizes.size());
+  const int B = int(*std::min_element(sizes.begin(), sizes.end()));
+  int64_t classes = last() ? model_.num_classes() : 0;
+  pp_.broadcast(&classes, sizeof classes, P_ - 1);
+  model_.reserve(B);
+  const int64_t pixels = int64_t(split.rows) * split.cols;
+  AlignedBuffer<float> x(std::size_t(B) * std::max<std::size_t>(in_numel_, std::size_t(pixels)));
+  EvalResult r = empty_result(int(classes));
+  struct ModeGuard {
+    nn::Model& m;
+    bool was;
+    ~ModeGuard() { m.set_training(was); }
+  } guard{model_, model_.training()};
+  model_.set_training(false);
+  dist::ScopedPollMode mode(dist::PollMode::Adaptive);
+  for (int64_t start = shard.begin; start < shard.end; start += B) {
+    const int N = int(std::min<int64_t>(B, shard.end - start));
+    if (s_ == 0) {
+      data::normalize_pixels(x.data(), split.image(start), N * pixels);
+    } else {
+      auto req = pp_.start_recv(x.data(), std::size_t(N) * in_numel_ * sizeof(float), s_ - 1, kTagEval,
+                                "recv activations (evaluation)");
+      pp_.wait_p2p(req);
+    }
+    const float* out = model_.forward(k, x.data(), N);
+    if (last()) {
+      count_logits(r, out, split, start, N, false);
+    } else {
+      auto req = pp_.start_send(out, std::size_t(N) * out_numel_ * sizeof(float), s_ + 1, kTagEval,
+                                "send activations (evaluation)");
+      pp_.wait_p2p(req);  // before the next forward overwrites the model's output
+    }
+  }
+  // The last stage's counts to the whole pipeline group, then summed over the data-parallel shards.
+  std::vector<int64_t> counts(2 + r.confusion.size());
+  counts[0] = r.samples;
+  counts[1] = r.correct;
+  std::copy(r.confusion.begin(), r.confusion.end(), counts.begin() + 2);
+  pp_.broadcast(counts.data(), counts.size() * sizeof(int64_t), P_ - 1);
+  pp_.broadcast(&r.loss_sum, sizeof r.loss_sum, P_ - 1);
+  r.samples = counts[0];
+  r.correct = counts[1];
+  std::copy(counts.begin() + 2, counts.end(), r.confusion.begin());
+  sum_counts(r, dp);
+  return r;
+}
+
+}  // namespace ringtrain::train

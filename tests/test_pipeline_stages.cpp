@@ -1,0 +1,275 @@
+// Pipeline stages and schedules without any communication: where the zoo's graphs can be cut (chain
+// points: never inside a residual block), the balanced cut against brute force, --pp-split's one-line
+// errors, stages chained by hand computing the whole model's logits, parameter gradients and batch-norm
+// statistics bit for bit (the input gradient a stage sends back included), and the schedules' order,
+// their in-flight bounds and their bubble in a simulation with unit costs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ringtrain/core/error.h"
+#include "ringtrain/core/rng.h"
+#include "ringtrain/nn/models/zoo.h"
+#include "ringtrain/nn/pipeline_stages.h"
+#include "ringtrain/ops/kernels.h"
+#include "ringtrain/train/pipeline_schedule.h"
+
+using namespace ringtrain;
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PipelineStages, LeNet5IsAChainOfLayers) {
+  auto m = nn::make_model("lenet5");
+  const std::vector<int> points = nn::chain_points(*m);
+  ASSERT_EQ(int(points.size()), int(m->layers().size()) - 1);
+  for (std::size_t i = 0; i < points.size(); ++i) EXPECT_EQ(points[i], int(i) + 1);
+}
+
+TEST(PipelineStages, ResNet18CutsOnlyBetweenBlocks) {
+  auto m = nn::make_model("resnet18");
+  const std::vector<int> points = nn::chain_points(*m);
+  int block_starts = 0;
+  for (int c : points) {
+    const std::string& name = m->layers()[std::size_t(c)]->name();
+    // Inside layerN.M only before the block (conv1) or after its residual add (relu2).
+    if (name.rfind("layer", 0) == 0) EXPECT_TRUE(ends_with(name, ".conv1") || ends_with(name, ".relu2")) << name;
+    block_starts += ends_with(name, ".conv1");
+  }
+  EXPECT_EQ(block_starts, 8);  // every BasicBlock can start a stage
+}
+
+TEST(PipelineStages, ViTCutsBetweenEncoderLayers) {
+  auto m = nn::make_model("vit");
+  const std::vector<int> points = nn::chain_points(*m);
+  int layer_starts = 0;
+  for (int c : points) layer_starts += ends_with(m->layers()[std::size_t(c)]->name(), ".ln_1");
+  EXPECT_EQ(layer_starts, 6);
+  for (int c : points) EXPECT_FALSE(ends_with(m->layers()[std::size_t(c)]->name(), ".add_1"));
+}
+
+// The smallest largest stage cost over every cut at chain points (P = 2, 3).
+double brute_force(const nn::Model& m, int P) {
+  const std::vector<int> pts = nn::chain_points(m);
+  const int L = int(m.layers().size());
+  double best = 1e300;
+  auto cost = [&](const std::vector<int>& b) {
+    nn::StageCut c{b};
+    double worst = 0;
+    for (int s = 0; s < c.stages(); ++s) worst = std::max(worst, nn::stage_cost(m, c, s));
+    return worst;
+  };
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    if (P == 2) best = std::min(best, cost({0, pts[i], L}));
+    for (std::size_t j = i + 1; P == 3 && j < pts.size(); ++j) best = std::min(best, cost({0, pts[i], pts[j], L}));
+  }
+  return best;
+}
+
+TEST(PipelineStages, BalancedCutIsTheBestOne) {
+  for (const char* name : {"lenet5", "resnet18", "vit", "mobilenet_v2"}) {
+    auto m = nn::make_model(name);
+    for (int P : {2, 3}) {
+      const nn::StageCut cut = nn::balanced_cut(*m, P);
+      ASSERT_EQ(cut.stages(), P) << name;
+      double worst = 0;
+      for (int s = 0; s < P; ++s) {
+        EXPECT_LT(cut.begin(s), cut.end(s)) << name;
+        worst = std::max(worst, nn::stage_cost(*m, cut, s));
+      }
+      EXPECT_DOUBLE_EQ(worst, brute_force(*m, P)) << name << " P=" << P;
+      const std::vector<int> pts = nn::chain_points(*m);
+      for (int s = 1; s < P; ++s) EXPECT_TRUE(std::binary_search(pts.begin(), pts.end(), cut.begin(s))) << name;
+    }
+  }
+  // vit's 2 stages split the 6 encoder layers 3 + 3 give or take the stem and head.
+  auto vit = nn::make_model("vit");
+  const nn::StageCut c = nn::balanced_cut(*vit, 2);
+  const double a = nn::stage_cost(*vit, c, 0), b = nn::stage_cost(*vit, c, 1);
+  EXPECT_LT(std::max(a, b) / std::min(a, b), 1.25);
+  // 1F1B's weight (stage 0 recomputes its forwards): the last stage takes more of the layers.
+  const nn::StageCut w = nn::balanced_cut(*vit, 2, 4.0 / 3.0);
+  EXPECT_LE(w.begin(1), c.begin(1));
+  EXPECT_GT(nn::stage_cost(*vit, w, 1), nn::stage_cost(*vit, w, 0));
+}
+
+TEST(PipelineStages, BadCutsAreOneLineErrors) {
+  auto m = nn::make_model("lenet5");
+  const int L = int(m->layers().size());
+  EXPECT_NE(error_of([&] { nn::balanced_cut(*m, L + 1); }).find("chain point"), std::string::npos);
+  EXPECT_NE(error_of([&] { nn::parse_cut("x", *m, 2); }).find("is not a node index"), std::string::npos);
+  EXPECT_NE(error_of([&] { nn::parse_cut("0", *m, 2); }).find("does not start a later"), std::string::npos);
+  EXPECT_NE(error_of([&] { nn::parse_cut(std::to_string(L), *m, 2); }).find("does not start a later"), std::string::npos);
+  EXPECT_NE(error_of([&] { nn::parse_cut("2,1", *m, 3); }).find("does not start a later"), std::string::npos);
+  EXPECT_NE(error_of([&] { nn::parse_cut("1", *m, 3); }).find("gives 2 stage(s), --pp is 3"), std::string::npos);
+  EXPECT_EQ(nn::parse_cut("1,3", *m, 3).begins, (std::vector<int>{0, 1, 3, L}));
+  auto r = nn::make_model("resnet18");
+  int inside = -1;  // a node inside a residual block
+  for (std::size_t i = 0; i < r->layers().size() && inside < 0; ++i)
+    if (ends_with(r->layers()[i]->name(), "layer2.0.bn1")) inside = int(i);
+  ASSERT_GE(inside, 0);
+  const std::string e = error_of([&] { nn::parse_cut(std::to_string(inside), *r, 2); });
+  EXPECT_NE(e.find("is not a chain point"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+}
+
+// The whole model vs its stages chained by hand (activations forward, input gradients back): the same
+// logits, parameter gradients and running statistics, bit for bit, under the names of the whole model.
+void expect_stages_compute_the_whole(const std::string& name, const std::vector<int>& begins, int N) {
+  const auto& k = ops::kernels_for(ops::default_isa());
+  auto whole = nn::make_model(name);
+  whole->init_parameters(7);
+  const nn::StageCut cut{begins};
+  const int P = cut.stages();
+  std::vector<std::unique_ptr<nn::Model>> stages;
+  for (int s = 0; s < P; ++s) {
+    auto copy = nn::make_model(name);
+    copy->init_parameters(7);
+    stages.push_back(nn::take_stage(std::move(copy), cut, s));
+    stages.back()->set_input_gradient(s > 0);
+    stages.back()->reserve(N);
+  }
+  whole->reserve(N);
+  const std::size_t in = std::size_t(shape_numel(whole->input_shape()));
+  std::vector<float> x(std::size_t(N) * in), dlogits(std::size_t(N) * 10);
+  Rng rng(3);
+  for (float& v : x) v = rng.uniform(0.0f, 1.0f);
+  for (float& v : dlogits) v = rng.uniform(-0.1f, 0.1f);
+  const float* logits = whole->forward(k, x.data(), N);
+  std::vector<float> want(logits, logits + std::size_t(N) * 10);
+  whole->backward(k, x.data(), dlogits.data(), N);
+
+  std::vector<std::vector<float>> inputs{x};
+  for (int s = 0; s < P; ++s) {
+    const float* out = stages[std::size_t(s)]->forward(k, inputs.back().data(), N);
+    const std::size_t n = std::size_t(N) * std::size_t(shape_numel(stages[std::size_t(s)]->value_shape(
+                                                int(stages[std::size_t(s)]->layers().size()))));
+    inputs.emplace_back(out, out + n);
+  }
+  ASSERT_EQ(inputs.back().size(), want.size());
+  EXPECT_EQ(std::memcmp(inputs.back().data(), want.data(), want.size() * sizeof(float)), 0) << name << ": logits";
+  std::vector<float> dout = dlogits;
+  for (int s = P - 1; s >= 0; --s) {
+    nn::Model& st = *stages[std::size_t(s)];
+    st.backward(k, inputs[std::size_t(s)].data(), dout.data(), N);
+    if (s > 0) dout.assign(st.input_grad(), st.input_grad() + inputs[std::size_t(s)].size());
+  }
+  std::size_t seen = 0;
+  for (int s = 0; s < P; ++s) {
+    const nn::ParameterSet& p = stages[std::size_t(s)]->params();
+    for (const auto& v : p.views()) {
+      const auto& w = whole->params().view(v.name);
+      ASSERT_EQ(w.numel, v.numel) << v.name;
+      EXPECT_EQ(std::memcmp(p.grads() + v.offset, whole->params().grads() + w.offset, v.numel * sizeof(float)), 0)
+          << name << ": gradient of " << v.name << " (stage " << s << ")";
+      ++seen;
+    }
+    for (const auto& b : p.buffer_views()) {
+      for (const auto& wb : whole->params().buffer_views()) {
+        if (wb.name != b.name || b.int64) continue;
+        EXPECT_EQ(std::memcmp(p.buffers() + b.offset, whole->params().buffers() + wb.offset, b.numel * sizeof(float)), 0)
+            << name << ": " << b.name;
+      }
+    }
+  }
+  EXPECT_EQ(seen, whole->params().views().size()) << name << ": every parameter on exactly one stage";
+}
+
+TEST(PipelineStages, StagesComputeTheWholeModel) {
+  auto lenet = nn::make_model("lenet5");
+  const int L = int(lenet->layers().size());
+  expect_stages_compute_the_whole("lenet5", nn::balanced_cut(*lenet, 2).begins, 16);
+  expect_stages_compute_the_whole("lenet5", {0, 1, L}, 16);  // uneven
+  auto vit = nn::make_model("vit");
+  expect_stages_compute_the_whole("vit", nn::balanced_cut(*vit, 3).begins, 4);
+  auto resnet = nn::make_model("resnet18");
+  // Stage 1 starts at a block with a downsample: its input is read twice (conv1 and downsample.0).
+  int down = -1;
+  for (std::size_t i = 0; i < resnet->layers().size() && down < 0; ++i)
+    if (resnet->layers()[i]->name() == "layer2.0.conv1") down = int(i);
+  ASSERT_GT(down, 0);
+  expect_stages_compute_the_whole("resnet18", {0, down, int(resnet->layers().size())}, 4);
+}
+
+TEST(PipelineSchedule, EveryMicroBatchOnceInOrderWithinBounds) {
+  for (auto sched : {train::PipeSchedule::GPipe, train::PipeSchedule::OneFOneB})
+    for (int P = 1; P <= 4; ++P)
+      for (int M = 1; M <= 9; ++M)
+        for (int s = 0; s < P; ++s) {
+          const auto a = train::stage_actions(sched, P, s, M);
+          ASSERT_EQ(int(a.size()), 2 * M);
+          int f = 0, b = 0;
+          for (const auto& x : a) {
+            if (x.forward) {
+              EXPECT_EQ(x.micro, f++);
+            } else {
+              EXPECT_EQ(x.micro, b++);
+              EXPECT_LT(x.micro, f) << "backward before its forward";
+            }
+          }
+          const int held = train::max_in_flight(a);
+          if (sched == train::PipeSchedule::GPipe)
+            EXPECT_EQ(held, M);
+          else
+            EXPECT_EQ(held, std::min(P - s, M)) << "P=" << P << " s=" << s << " M=" << M;
+        }
+  EXPECT_EQ(train::parse_pp_schedule("1f1b"), train::PipeSchedule::OneFOneB);
+  EXPECT_EQ(train::parse_pp_schedule("gpipe"), train::PipeSchedule::GPipe);
+  EXPECT_NE(error_of([] { train::parse_pp_schedule("zb"); }).find("--pp-schedule must be gpipe or 1f1b"), std::string::npos);
+}
+
+// Every stage runs its actions in order, a forward once the stage before has sent that micro-batch, a
+// backward once the stage after has sent its gradient; forward costs 1, backward 2, messages nothing.
+// Both schedules finish (no deadlock) in (M + P - 1) x 3: each stage idles (P-1)/(M+P-1) of the time.
+TEST(PipelineSchedule, UnitCostSimulationHasTheIdealBubble) {
+  for (auto sched : {train::PipeSchedule::GPipe, train::PipeSchedule::OneFOneB})
+    for (int P = 1; P <= 4; ++P)
+      for (int M = 1; M <= 8; ++M) {
+        std::vector<std::vector<train::PipeAction>> acts;
+        for (int s = 0; s < P; ++s) acts.push_back(train::stage_actions(sched, P, s, M));
+        std::vector<std::vector<double>> fdone(P, std::vector<double>(M, -1)), bdone(P, std::vector<double>(M, -1));
+        std::vector<std::size_t> next(P, 0);
+        std::vector<double> clock(P, 0.0);
+        for (bool moved = true; moved;) {
+          moved = false;
+          for (int s = 0; s < P; ++s) {
+            if (next[s] == acts[s].size()) continue;
+            const auto& a = acts[s][next[s]];
+            double ready;
+            if (a.forward)
+              ready = s == 0 ? 0.0 : fdone[s - 1][a.micro];
+            else
+              ready = s == P - 1 ? fdone[s][a.micro] : bdone[s + 1][a.micro];
+            if (ready < 0) continue;
+            const double start = std::max(clock[s], ready);
+            clock[s] = start + (a.forward ? 1.0 : 2.0);
+            (a.forward ? fdone : bdone)[s][a.micro] = clock[s];
+            ++next[s];
+            moved = true;
+          }
+        }
+        for (int s = 0; s < P; ++s) ASSERT_EQ(next[s], acts[s].size()) << "deadlock: P=" << P << " M=" << M;
+        const double span = *std::max_element(clock.begin(), clock.end());
+        EXPECT_DOUBLE_EQ(span, 3.0 * (M + P - 1)) << train::pp_schedule_name(sched) << " P=" << P << " M=" << M;
+        EXPECT_DOUBLE_EQ(1.0 - 3.0 * M / span, train::ideal_bubble(P, M));
+      }
+}
+
+}  // namespace
