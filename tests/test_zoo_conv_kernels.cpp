@@ -113,6 +113,8 @@ std::vector<Conv2dShape> odd_shapes() {
     out.push_back(conv(N, 17, 3, 3, 33, 3, 1, 2));         // padding larger than the plane's half
     out.push_back(conv(N, 9, 2, 3, 12, 5, 2, 2));          // taps that read only padding (left out)
     out.push_back(conv(N, 5, 1, 1, 6, 3, 4, 3));           // no tap reads the plane: bias only
+    out.push_back(conv(N, 9, 7, 9, 8, 3, 4, 2));           // stride 4 (4 residue classes), K = half a 16-block
+    out.push_back(conv(N, 16, 3, 5, 40, 4, 2, 1));         // even kernel, stride 2, padded, K not a multiple of 16
   }
   return out;
 }
