@@ -17,7 +17,7 @@ echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 |
 echo "# command: bench/pp.sh $STEPS $DATA $*"
 T="train --model vit --data $DATA --epochs 1 --batch-size 64 --log-every 0 --quiet --max-steps $STEPS $*"
 rate_of() { sed -n 's/^trained [0-9]* steps in [0-9.]*s (\([0-9.]*\) samples\/s.*/\1/p' <<<"$1"; }
-echo "| M | schedule | 1 process samples/s | pp 2 samples/s | pp 2 / 1 | stage 0 idle | stage 1 idle | ideal bubble | recomputed forwards a step (stage 0, 1) |"
+echo "| M | schedule | 1 process samples/s | pp 2 samples/s | pp 2 / 1 | stage 0 idle | stage 1 idle | ideal bubble | micro-batches in flight (stage 0, 1) |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for M in 2 4 8 16; do
   one=$("$RT" $T --micro-batches "$M" 2>&1)
@@ -30,9 +30,9 @@ for M in 2 4 8 16; do
     i0=$(sed -n 's/.*idle stage 0 \([0-9.]*%\).*/\1/p' <<<"$b")
     i1=$(sed -n 's/.*, stage 1 \([0-9.]*%\).*/\1/p' <<<"$b")
     ideal=$(sed -n 's/.*= \([0-9.]*%\)$/\1/p' <<<"$b")
-    rec=$(sed -n 's/.*forwards recomputed: \([0-9]*\) \([0-9]*\)$/\1 \2/p' <<<"$pp")
-    read -r c0 c1 <<<"$rec"
-    echo "| $M | $sched | $r1 | $r2 | $(echo "scale=2; $r2 / $r1" | bc -l) | $i0 | $i1 | $ideal | $(echo "scale=1; $c0 / $STEPS" | bc -l), $(echo "scale=1; $c1 / $STEPS" | bc -l) |"
+    f0=$(sed -n 's/^pipeline in flight: micro-batches at most stage 0 \([0-9]*\) .*/\1/p' <<<"$pp")
+    f1=$(sed -n 's/^pipeline in flight: .*, stage 1 \([0-9]*\) .*/\1/p' <<<"$pp")
+    echo "| $M | $sched | $r1 | $r2 | $(echo "scale=2; $r2 / $r1" | bc -l) | $i0 | $i1 | $ideal | $f0, $f1 |"
   done
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"

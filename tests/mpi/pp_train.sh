@@ -7,12 +7,14 @@
 #    flight (1f1b: 2 and 1; gpipe: M), the end of the run the bubble beside (P-1)/(M+P-1);
 #  - vit --pp 2 (1f1b M = 4; gpipe M = 2 cut inside an encoder layer) and resnet18 --pp 2 (batch norm, its
 #    statistics in the checkpoint): bit-identical too;
-#  - 4 ranks: dp 2 x pp 2 (lenet5) bit-identical to dp 2 alone; vit pp 2 x tp 2 to tp 2 alone;
+#  - 4 ranks: dp 2 x pp 2 (lenet5) bit-identical to dp 2 alone; vit pp 2 x tp 2 to tp 2 alone; those and a
+#    vit dp 2 x pp 2 checkpoint evaluated at 1 rank and at `eval --tp 2`: the same predictions;
 #  - the pp 2 checkpoint evaluated by one process (`ringtrain eval`): the test accuracy the run printed;
 #  - kill-and-resume at pp 2 (a rank SIGKILLed at step 12, the job rerun with --resume) and a pp 2
 #    checkpoint resumed by one process: both end bit-identical to the uninterrupted runs;
 #  - a hung stage: the other ends the job through its watchdog within --timeout, naming the peer rank, the
-#    pipeline group and the point-to-point operation; a killed one ends it too (mpirun's report);
+#    pipeline group and the point-to-point operation; a killed one ends it too (mpirun's report); the same
+#    for one rank of a pp 2 x tp 2 grid (its tensor-group peer names it and the all-reduce);
 #  - bad --pp / --pp-split / --pp-schedule: one-line errors before any work.
 # Environment (as tests/cli): RINGTRAIN (binary), PYTHON, TESTS_DIR (tests/cli), MPIEXEC.
 set -u
@@ -114,6 +116,19 @@ train 4 "$WORK/t4.log" --model vit --batch-size 32 --max-steps 4 --pp 2 --tp 2 -
 grep -q "dp 1 x pp 2 x tp 2" "$WORK/t4.log" && pass || fail "header does not name pp 2 x tp 2"
 train 2 "$WORK/t2.log" --model vit --batch-size 32 --max-steps 4 --tp 2 --micro-batches 4 --save "$WORK/t2.st"
 expect_same "vit pp 2 x tp 2 vs tp 2" "$WORK/t4.st" "$WORK/t2.st"
+# Checkpoints written on a 4-rank grid evaluate anywhere with the same predictions: one process, and
+# tensor-parallel (`mpirun -np 2 ringtrain eval --tp 2`: each rank holds its shard of the split layers).
+train 4 "$WORK/v4.log" --model vit --batch-size 32 --max-steps 4 --pp 2 --micro-batches 2 --save "$WORK/v4.st"
+grep -q "dp 2 x pp 2 x tp 1" "$WORK/v4.log" && pass || fail "header does not name dp 2 x pp 2 (vit)"
+for st in d4 v4 t4; do
+  "$RINGTRAIN" eval --checkpoint "$WORK/$st.st" --data "$WORK/toy" --predictions "$WORK/$st.p1" > "$WORK/$st.e1" 2>&1 &&
+    "$MPIEXEC" -np 2 --oversubscribe --bind-to none "$RINGTRAIN" eval --tp 2 --checkpoint "$WORK/$st.st" --data "$WORK/toy" \
+      --predictions "$WORK/$st.p2" > "$WORK/$st.e2" 2>&1 || { fail "eval of $st.st at 1 rank / --tp 2 failed"; tail -3 "$WORK/$st.e2"; continue; }
+  [ "$(wc -l < "$WORK/$st.p1")" = 100 ] && cmp -s "$WORK/$st.p1" "$WORK/$st.p2" && [ "$(acc_of "$WORK/$st.e1")" = "$(acc_of "$WORK/$st.e2")" ] &&
+    pass || fail "$st.st: predictions at 1 rank and at --tp 2 differ"
+done
+expect_error "eval --tp outside mpirun" "runs under mpirun" "$RINGTRAIN" eval --tp 2 --checkpoint "$WORK/v4.st" --data "$WORK/toy"
+expect_error "eval --tp 3 for vit's 4 heads" "attention heads cannot be split evenly over 3" "$RINGTRAIN" eval --tp 3 --checkpoint "$WORK/v4.st" --data "$WORK/toy"
 
 # Kill-and-resume at pp 2, and a pp 2 checkpoint resumed by one process.
 RINGTRAIN_FAULT_KILL=1:12 "$MPIEXEC" -np 2 --oversubscribe "$RINGTRAIN" train $B $L48 --pp 2 --micro-batches 4 \
@@ -138,6 +153,20 @@ for fault in hang kill; do
   [ $rc != 0 ] && [ $rc != 124 ] && [ $elapsed -lt 40 ] && grep -Eq "$want" "$WORK/f.log" && pass ||
     { fail "pp 2 with a $fault stage: rc $rc after ${elapsed}s"; tail -5 "$WORK/f.log"; }
   [ $fault = hang ] && { grep -q "in the pipeline group (world rank 0)" "$WORK/f.log" && pass || fail "the message does not name the group"; }
+done
+# The same in a pp 2 x tp 2 grid (world rank 3: stage 1, tensor rank 1): its tensor-group peer names it and
+# the all-reduce, the stage before names the point-to-point wait; a killed one: mpirun's report names it.
+for fault in hang kill; do
+  var=RINGTRAIN_FAULT_HANG; [ $fault = kill ] && var=RINGTRAIN_FAULT_KILL
+  start=$(date +%s)
+  env $var=3:3 timeout 120 "$MPIEXEC" -np 4 --oversubscribe --bind-to none "$RINGTRAIN" train $B --model vit --batch-size 32 \
+    --max-steps 8 --pp 2 --tp 2 --micro-batches 4 --timeout 3 > "$WORK/f4.log" 2>&1
+  rc=$? elapsed=$(( $(date +%s) - start ))
+  want="in the tensor group \(world rank 2\): collective allreduce_sum\(float x [0-9]+, ring\) did not finish within 3 s \(--timeout\); a peer rank \(world rank 3\)"
+  [ $fault = kill ] && want="process rank 3 with PID [0-9]+ on node [^ ]+ exited on signal 9"
+  echo "  pp 2 x tp 2, $fault: rc $rc after ${elapsed}s: $(grep -Eo "$want" "$WORK/f4.log" | head -1)"
+  [ $rc != 0 ] && [ $rc != 124 ] && [ $elapsed -lt 40 ] && grep -Eq "$want" "$WORK/f4.log" && pass ||
+    { fail "pp 2 x tp 2 with a $fault rank: rc $rc after ${elapsed}s"; tail -5 "$WORK/f4.log"; }
 done
 
 expect_error "pp 3 of 2 ranks" "--pp 3 does not divide the world of 2" "$RINGTRAIN" train $B $L48 --pp 3 --nproc 2

@@ -3,7 +3,8 @@
 // by the watchdog naming the peer and the group, the 3-D grid's layout (Megatron's order), and the
 // PipelineEngine with one stage a rank (P = W) against one process running the same micro-batches: every
 // stage's parameter gradients, batch-norm statistics and the loss bit for bit, for lenet5 and vit (GPipe
-// and 1F1B, M = 1, 3 and 4: M not a multiple of P) and resnet18 (1F1B: stages recompute forwards).
+// and 1F1B, M = 1, 3 and 4: M not a multiple of P) and resnet18 (1F1B: the stage copies holding micro-batches
+// move the batch-norm statistics in micro-batch order).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -163,10 +164,12 @@ void expect_pipeline_matches(const std::string& name, train::PipeSchedule sched,
   auto whole = nn::make_model(name);
   whole->init_parameters(5);
   auto probe = nn::make_model(name);
-  auto stage = nn::take_stage(std::move(whole), nn::balanced_cut(*probe, W), grid.pp_rank());
+  const nn::StageCut cut = nn::balanced_cut(*probe, W);
+  auto stage = nn::take_stage(std::move(whole), cut, grid.pp_rank());
   std::unique_ptr<train::GradAccumulator> sum;
   if (M > 1) sum = std::make_unique<train::GradAccumulator>(stage->params());
-  train::PipelineEngine engine(*stage, grid.pp_comm(), sched, M, N / M);
+  train::PipelineEngine engine(*stage, [&] { return nn::take_stage(nn::make_model(name), cut, grid.pp_rank()); },
+                               grid.pp_comm(), sched, M, N / M);
   data::Batch batch;
   batch.x = x.data();
   batch.labels = labels.data();

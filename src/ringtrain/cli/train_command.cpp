@@ -133,14 +133,14 @@ void print_pipeline_memory(const train::PipelineEngine& engine, const nn::Model&
   params[me] = int64_t(train::memory_totals(stage.params()).params);
   in_flight[me] = engine.in_flight();
   buffers[me] = int64_t(engine.buffer_bytes());
-  acts[me] = int64_t(stage.activation_floats() * sizeof(float));
+  acts[me] = int64_t(engine.activation_bytes());
   for (auto* v : {&params, &in_flight, &buffers, &acts}) world.allreduce_sum(v->data(), v->size());
   if (grid.world_rank() != 0) return;
   for (int s = 0; s < grid.pp(); ++s) {
     const std::size_t r = std::size_t(grid.world_rank_at(0, s, 0));
     std::printf("pipeline stage %d (world rank %zu): %lld parameters (%.1f%% of %lld), %lld bytes with gradients and "
                 "%d optimizer buffer(s); %lld micro-batch(es) in flight at most (%s), stash and message buffers "
-                "%lld bytes, activations %lld bytes\n",
+                "%lld bytes, activations of the micro-batches in flight %lld bytes\n",
                 s, r, (long long)params[r], whole ? 100.0 * double(params[r]) / double(whole) : 0.0, (long long)whole,
                 (long long)(params[r] * (2 + optimizer_buffers) * int64_t(sizeof(float))), optimizer_buffers,
                 (long long)in_flight[r],
@@ -160,8 +160,6 @@ void print_bubble(const train::PipelineReport& r) {
   for (int s = 0; s < r.stages; ++s)
     std::printf("%s stage %d %lld (bound %lld)", s ? "," : "", s, (long long)r.measured_in_flight[std::size_t(s)],
                 (long long)r.in_flight[std::size_t(s)]);
-  std::printf("; forwards recomputed:");
-  for (int s = 0; s < r.stages; ++s) std::printf(" %lld", (long long)r.recomputes[std::size_t(s)]);
   std::printf("\n");
   std::printf("pipeline messages (%s): bytes sent a step", r.wire.c_str());
   for (int s = 0; s < r.stages; ++s)
@@ -225,10 +223,7 @@ int train_command(int argc, char** argv, int first) {
   nn::StageCut cut;
   if (pp > 1) {
     probe = nn::make_model(model_name);
-    // Under 1F1B the stages before the last run each forward twice (train/pipeline_engine.h): with a
-    // backward costing about two forwards, 4/3 the time of the last stage's for the same layers.
-    const double earlier = train::parse_pp_schedule(opt.str("pp-schedule")) == train::PipeSchedule::OneFOneB ? 4.0 / 3.0 : 1.0;
-    cut = nn::stage_cut(*probe, int(pp), pp_split, earlier);
+    cut = nn::stage_cut(*probe, int(pp), pp_split);
   }
   dist::parse_allreduce(opt.str("allreduce"));  // so is a bad --allreduce
   // --nproc N outside mpirun: become `mpirun -np N ringtrain train ...`, or with --max-restarts
@@ -340,10 +335,16 @@ int train_command(int argc, char** argv, int first) {
   dist::Communicator& dp_comm = grid ? grid->dp_comm() : comm;
   data::Dataset dataset = data::load_dataset(opt.str("data"));
   auto model = tp > 1 ? nn::make_model_tp(model_name, grid->tensor_group()) : nn::make_model(model_name);
+  nn::StageCut mine;  // --pp: this rank's stage of the model as built (vit under --tp has more nodes)
   if (pp > 1) {  // this rank keeps its stage's nodes and parameters only
-    const nn::StageCut mine = tp > 1 ? nn::map_cut(*probe, cut, *model) : cut;
+    mine = tp > 1 ? nn::map_cut(*probe, cut, *model) : cut;
     model = nn::take_stage(std::move(model), mine, grid->pp_rank());
   }
+  // The pipeline's further copies of the stage, one per micro-batch it holds (train/pipeline_engine.h).
+  auto copy_stage = [&]() {
+    auto copy = tp > 1 ? nn::make_model_tp(model_name, grid->tensor_group()) : nn::make_model(model_name);
+    return nn::take_stage(std::move(copy), mine, grid->pp_rank());
+  };
   model->set_threads(int(threads));
   if (grid) {  // every rank cuts its shards (its stage's tensors) from the same whole weights
     if (opt.str("init-from").empty()) {
@@ -425,7 +426,7 @@ int train_command(int argc, char** argv, int first) {
   }
 
   train::Trainer trainer(config, *model, kernels, dp_comm, std::cout);
-  if (grid) trainer.set_process_grid(grid.get());
+  if (grid) trainer.set_process_grid(grid.get(), copy_stage);
   if (trainer.pipeline() && !config.quiet) print_pipeline_memory(*trainer.pipeline(), *model, int64_t(probe->params().count()), *grid, comm,
                           config.optimizer == "adam" ? 2 : 1);
   if (trainer.sharded() && !config.quiet) print_optimizer_shards(trainer.optimizer(), model->params().size(), dp_comm);

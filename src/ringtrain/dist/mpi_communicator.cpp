@@ -100,7 +100,12 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, const MpiOptions& opt, std::shar
   }
   if (!watchdog_) {
     watchdog_ = std::make_shared<Watchdog>(opt_.timeout_s, rank_, size_, opt_.on_timeout);
-    if (!opt_.group.empty()) watchdog_->set_group(opt_.group, world_ranks_[std::size_t(rank_)]);
+    if (!opt_.group.empty()) {
+      std::vector<int> peers;  // the group's other ranks: a collective that hangs waits on one of them
+      for (int r = 0; r < size_; ++r)
+        if (r != rank_) peers.push_back(world_ranks_[std::size_t(r)]);
+      watchdog_->set_group(opt_.group, world_ranks_[std::size_t(rank_)], peers);
+    }
   }
   ring_ = std::make_unique<RingAllreduce>(comm_, opt_.ring);
   hd_ = std::make_unique<HalvingDoublingAllreduce>(comm_);

@@ -32,35 +32,35 @@ Watchdog::~Watchdog() {
   if (thread_.joinable()) thread_.join();
 }
 
-Watchdog::Guard Watchdog::arm(const char* operation, const char* dtype, std::size_t count, const char* algo) {
-  if (timeout_s_ <= 0) return Guard(nullptr, 0);
-  const auto now = std::chrono::steady_clock::now();
+Watchdog::Guard Watchdog::claim(const Armed& a) {
   std::lock_guard<std::mutex> lock(mu_);
   for (int i = 0; i < kSlots; ++i) {
     if (used_[i]) continue;
     used_[i] = true;
-    slots_[i] = Armed{operation, dtype, count, algo, now};
+    slots_[i] = a;
     return Guard(this, uint64_t(i));
   }
   return Guard(nullptr, 0);  // more than kSlots threads in collectives at once: this one goes unwatched
 }
 
-Watchdog::Guard Watchdog::arm_p2p(const char* operation, std::size_t bytes, int peer, int peer_world) {
+Watchdog::Guard Watchdog::arm(const char* operation, const char* dtype, std::size_t count, const char* algo) {
   if (timeout_s_ <= 0) return Guard(nullptr, 0);
-  const auto now = std::chrono::steady_clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
-  for (int i = 0; i < kSlots; ++i) {
-    if (used_[i]) continue;
-    used_[i] = true;
-    slots_[i] = Armed{operation, "byte", bytes, "", now, peer, peer_world};
-    return Guard(this, uint64_t(i));
-  }
-  return Guard(nullptr, 0);
+  return claim(Armed{operation, dtype, count, algo, std::chrono::steady_clock::now()});
 }
 
-void Watchdog::set_group(const std::string& group, int world_rank) {
+Watchdog::Guard Watchdog::arm_p2p(const char* operation, std::size_t bytes, int peer, int peer_world) {
+  if (timeout_s_ <= 0) return Guard(nullptr, 0);
+  return claim(Armed{operation, "byte", bytes, "", std::chrono::steady_clock::now(), peer, peer_world});
+}
+
+void Watchdog::set_group(const std::string& group, int world_rank, const std::vector<int>& peers_world) {
   std::lock_guard<std::mutex> lock(mu_);
   group_ = " in the " + group + " group (world rank " + std::to_string(world_rank) + ")";
+  peers_.clear();
+  for (std::size_t i = 0; i < peers_world.size() && i < 8; ++i)
+    peers_ += (i ? ", " : "") + std::to_string(peers_world[i]);
+  if (peers_world.size() > 8) peers_ += ", ...";
+  if (!peers_.empty()) peers_ = std::string(" (world rank") + (peers_world.size() > 1 ? "s " : " ") + peers_ + ")";
 }
 
 void Watchdog::disarm(uint64_t slot) {
@@ -98,8 +98,8 @@ void Watchdog::run() {
         if (*a.dtype) std::snprintf(what, sizeof what, "%s x %zu%s%s", a.dtype, a.count, *a.algo ? ", " : "", a.algo);
         std::snprintf(msg, sizeof msg,
                       "ringtrain: rank %d of %d%s: collective %s(%s) did not finish within %g s "
-                      "(--timeout); a peer rank has probably died or hung; aborting the whole job",
-                      rank_, world_size_, group_.c_str(), a.operation, what, timeout_s_);
+                      "(--timeout); a peer rank%s has probably died or hung; aborting the whole job",
+                      rank_, world_size_, group_.c_str(), a.operation, what, timeout_s_, peers_.c_str());
       }
       std::string message = msg;
       lock.unlock();

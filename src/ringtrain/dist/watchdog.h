@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace ringtrain::dist {
 
@@ -46,8 +47,9 @@ class Watchdog {
   Guard arm(const char* operation, const char* dtype = "", std::size_t count = 0, const char* algo = "");
   // A point-to-point wait on `peer` (a rank of this watchdog's group; peer_world: its world rank).
   Guard arm_p2p(const char* operation, std::size_t bytes, int peer, int peer_world);
-  // Names the group in every message: "rank 1 of 2 in the pipeline group (world rank 3)". Before use.
-  void set_group(const std::string& group, int world_rank);
+  // Names the group in every message: "rank 1 of 2 in the pipeline group (world rank 3)", and a
+  // collective's message the group's other world ranks (peers_world), the suspects. Before use.
+  void set_group(const std::string& group, int world_rank, const std::vector<int>& peers_world = {});
 
   double timeout_s() const { return timeout_s_; }
   bool fired() const;
@@ -62,12 +64,14 @@ class Watchdog {
     int peer = -1, peer_world = -1;  // point-to-point: the other side
   };
   static constexpr int kSlots = 16;
+  Guard claim(const Armed& a);  // a free slot for a, or an unwatched guard when all are taken
   void disarm(uint64_t slot);
   void run();
 
   double timeout_s_;
   int rank_, world_size_;
   std::string group_;  // " in the pipeline group (world rank 3)"; empty for the world
+  std::string peers_;  // " (world rank(s) 2, 3)": the group's other ranks; empty for the world
   TimeoutAction action_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -50,9 +50,9 @@ void Model::build() {
     }
     layer.set_context(&ctx_);
     shapes_.push_back(layer.num_inputs() == 1 ? layer.configure(in[0]) : layer.configure_inputs(in));
-    layer.declare(params_);
+    layer.declare(*params_);
   }
-  params_.allocate();
+  params_->allocate();
   done_ = std::make_unique<std::atomic<int>[]>(layers_.size());
 }
 
@@ -74,21 +74,39 @@ std::unique_ptr<Model> Model::cut(Model&& whole, int begin, int end) {
   auto stage = std::make_unique<Model>(whole.shapes_[std::size_t(begin)], std::move(nodes));
   stage->set_name(whole.name());
   // The stage keeps whole's values: parameters and buffers, by name.
-  ParameterSet& p = stage->params_;
+  ParameterSet& p = *stage->params_;
   for (std::size_t i = 0; i < p.views().size(); ++i) {
     const ParamView& v = p.views()[i];
-    const ParamView& w = whole.params_.view(v.name);
-    std::copy(whole.params_.params() + w.offset, whole.params_.params() + w.offset + v.numel, p.params() + v.offset);
+    const ParamView& w = whole.params_->view(v.name);
+    std::copy(whole.params_->params() + w.offset, whole.params_->params() + w.offset + v.numel, p.params() + v.offset);
   }
   for (const BufferView& b : p.buffer_views())
-    for (const BufferView& w : whole.params_.buffer_views()) {
+    for (const BufferView& w : whole.params_->buffer_views()) {
       if (w.name != b.name) continue;
       if (b.int64)
-        std::copy(whole.params_.counters() + w.offset, whole.params_.counters() + w.offset + b.numel, p.counters() + b.offset);
+        std::copy(whole.params_->counters() + w.offset, whole.params_->counters() + w.offset + b.numel, p.counters() + b.offset);
       else
-        std::copy(whole.params_.buffers() + w.offset, whole.params_.buffers() + w.offset + b.numel, p.buffers() + b.offset);
+        std::copy(whole.params_->buffers() + w.offset, whole.params_->buffers() + w.offset + b.numel, p.buffers() + b.offset);
     }
   return stage;
+}
+
+void Model::share_parameters(Model& owner) {
+  const ParameterSet& mine = *params_;
+  const ParameterSet& theirs = *owner.params_;
+  bool same = mine.size() == theirs.size() && mine.views().size() == theirs.views().size() &&
+              mine.buffer_views().size() == theirs.buffer_views().size() &&
+              mine.buffer_floats() == theirs.buffer_floats() && mine.counter_count() == theirs.counter_count();
+  for (std::size_t i = 0; same && i < mine.views().size(); ++i)
+    same = mine.views()[i].name == theirs.views()[i].name && mine.views()[i].offset == theirs.views()[i].offset &&
+           mine.views()[i].numel == theirs.views()[i].numel;
+  for (std::size_t i = 0; same && i < mine.buffer_views().size(); ++i)
+    same = mine.buffer_views()[i].name == theirs.buffer_views()[i].name &&
+           mine.buffer_views()[i].offset == theirs.buffer_views()[i].offset;
+  check(same, "model: '" + name_ + "' cannot share the parameters of '" + owner.name_ +
+                  "': they declare different parameters or buffers");
+  params_ = owner.params_;
+  for (auto& layer : layers_) layer->reserve_grad_slots(*params_);
 }
 
 double Model::node_cost(std::size_t node) const {
@@ -105,9 +123,9 @@ void Model::set_input_gradient(bool on) {
 
 void Model::init_parameters(uint64_t seed) {
   Rng rng(seed);
-  for (std::size_t i = 0; i < params_.views().size(); ++i) {
-    const ParamView& v = params_.views()[i];
-    float* p = params_.param(int(i));
+  for (std::size_t i = 0; i < params_->views().size(); ++i) {
+    const ParamView& v = params_->views()[i];
+    float* p = params_->param(int(i));
     const float a = float(v.init.a);
     switch (v.init.kind) {
       case Init::FanInUniform: {
@@ -133,7 +151,7 @@ void Model::init_parameters(uint64_t seed) {
         break;
     }
   }
-  params_.reset_buffers();
+  params_->reset_buffers();
 }
 
 void Model::reserve(int max_batch) {
@@ -151,7 +169,7 @@ void Model::reserve(int max_batch) {
   }
   for (auto& layer : layers_) {
     layer->reserve(max_batch);
-    layer->reserve_grad_slots(params_);
+    layer->reserve_grad_slots(*params_);
   }
   largest_ = largest;
   grads_[0].resize(input_grad_ ? std::size_t(max_batch) * per_sample(0) : 0);
@@ -213,14 +231,14 @@ void Model::forward_node(const ops::KernelTable& k, std::size_t i, const float* 
   if (layer.num_inputs() == 1) {
     const float* a = act(in[0], x, s.n0);
     if (sliced)
-      layer.forward_slice(k, params_, a, out, s);
+      layer.forward_slice(k, *params_, a, out, s);
     else
-      layer.forward(k, params_, a, out, s.N);
+      layer.forward(k, *params_, a, out, s.N);
     return;
   }
   const float* ins[8];
   for (std::size_t j = 0; j < in.size(); ++j) ins[j] = act(in[j], x, s.n0);
-  layer.forward_inputs(k, params_, ins, out, s);
+  layer.forward_inputs(k, *params_, ins, out, s);
 }
 
 void Model::backward_node(const ops::KernelTable& k, std::size_t i, const float* x, const float* dlogits,
@@ -253,13 +271,13 @@ void Model::backward_node(const ops::KernelTable& k, std::size_t i, const float*
   if (layer.num_inputs() == 1) {
     const float* a = act(in[0], x, s.n0);
     if (sliced)
-      layer.backward_slice(k, params_, a, out, dout, dins[0], s);
+      layer.backward_slice(k, *params_, a, out, dout, dins[0], s);
     else
-      layer.backward(k, params_, a, out, dout, dins[0], s.N);
+      layer.backward(k, *params_, a, out, dout, dins[0], s.N);
   } else {
     const float* ins[8];
     for (std::size_t j = 0; j < in.size(); ++j) ins[j] = act(in[j], x, s.n0);
-    layer.backward_inputs(k, params_, ins, out, dout, dins, s);
+    layer.backward_inputs(k, *params_, ins, out, dout, dins, s);
   }
   for (std::size_t j = 0; j < in.size(); ++j) {
     if (!added[j]) continue;
@@ -269,13 +287,16 @@ void Model::backward_node(const ops::KernelTable& k, std::size_t i, const float*
   }
 }
 
-const float* Model::forward(const ops::KernelTable& k, const float* x, int N) {
+const float* Model::forward(const ops::KernelTable& k, const float* x, int N, const NodeHook& after_node) {
   // (no check(): its message would be built, i.e. allocated, on every step)
   if (N <= 0 || N > max_batch_)
     throw Error("model: batch of " + std::to_string(N) + " exceeds the reserved " + std::to_string(max_batch_));
   const Slice whole{N, 0, N, 0};
   if (!pool_) {
-    for (std::size_t i = 0; i < layers_.size(); ++i) forward_node(k, i, x, whole, false);
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      forward_node(k, i, x, whole, false);
+      if (after_node) after_node();
+    }
     return acts_.back().data();
   }
   for (auto& layer : layers_) layer->prepare(k);
@@ -284,6 +305,7 @@ const float* Model::forward(const ops::KernelTable& k, const float* x, int N) {
   for (std::size_t a = 0; a < layers_.size();) {
     if (layers_[a]->needs_whole_batch()) {
       forward_node(k, a++, x, whole, false);
+      if (after_node) after_node();
       continue;
     }
     std::size_t b = a;
@@ -291,7 +313,10 @@ const float* Model::forward(const ops::KernelTable& k, const float* x, int N) {
     pool_->run([&](int t) {
       auto [n0, n1] = slice_of(N, T, t, kSliceAlign);
       const Slice s{N, n0, n1, t};
-      for (std::size_t i = a; i < b; ++i) forward_node(k, i, x, s, true);
+      for (std::size_t i = a; i < b; ++i) {
+        forward_node(k, i, x, s, true);
+        if (t == 0 && after_node) after_node();
+      }
     });
     a = b;
   }
@@ -343,7 +368,7 @@ void Model::backward(const ops::KernelTable& k, const float* x, const float* dlo
         // while the other threads go on with the layers below.
         for (int spins = 0; done_[i].load(std::memory_order_acquire) < T - 1; ++spins)
           if (spins > 2000) std::this_thread::yield();
-        layers_[i]->reduce_grads(params_);
+        layers_[i]->reduce_grads(*params_);
         if (on_grads_ready) on_grads_ready(*layers_[i]);
       }
     });

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "ringtrain/core/aligned.h"
 #include "ringtrain/core/thread_pool.h"
@@ -83,8 +84,11 @@ class Model {
     ctx_.sample_ids = sample_ids;
   }
 
-  // Runs the layers on x [N, input...]; returns the logits [N, num_classes()].
-  const float* forward(const ops::KernelTable& k, const float* x, int N);
+  // Runs the layers on x [N, input...]; returns the logits [N, num_classes()]. after_node, if given, is
+  // called on the calling thread after each node (its slice of it under threads): a point between layers,
+  // where a pipeline stage moves its messages on (MPI progresses them only inside its calls).
+  using NodeHook = std::function<void()>;
+  const float* forward(const ops::KernelTable& k, const float* x, int N, const NodeHook& after_node = {});
   // Called after each layer's backward, last layer first, once the layer's parameter gradients (if it has
   // any) are written; for layers without parameters it is just a point between layers (the GradReducer
   // moves its all-reduces on there).
@@ -106,8 +110,13 @@ class Model {
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
 
-  ParameterSet& params() { return params_; }
-  const ParameterSet& params() const { return params_; }
+  ParameterSet& params() { return *params_; }
+  const ParameterSet& params() const { return *params_; }
+  // From now on this model runs on owner's parameters, gradients and buffers (its own are dropped): a
+  // second copy of the same layers with activations of its own, e.g. a pipeline stage holding several
+  // micro-batches between their forward and backward (train/pipeline_engine.h). Throws unless both
+  // declare the same parameters and buffers in the same places.
+  void share_parameters(Model& owner);
   const LayerList& layers() const { return layers_; }
   // The values node i reads.
   const std::vector<int>& inputs_of(std::size_t node) const { return inputs_[node]; }
@@ -141,7 +150,7 @@ class Model {
   std::vector<std::vector<int>> inputs_;      // inputs_[i]: the values node i reads
   std::vector<Shape> shapes_;                 // shapes_[v]: per-sample shape of value v
   std::vector<int> consumers_;                // consumers_[v]: how many node inputs read value v
-  ParameterSet params_;
+  std::shared_ptr<ParameterSet> params_ = std::make_shared<ParameterSet>();  // shared: share_parameters()
   StepContext ctx_;
   std::vector<AlignedBuffer<float>> acts_;    // acts_[v]: value v's activations (v >= 1)
   std::vector<AlignedBuffer<float>> grads_;   // grads_[v]: value v's gradient (v >= 1 that someone reads)

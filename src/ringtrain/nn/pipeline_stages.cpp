@@ -39,7 +39,7 @@ double stage_cost(const Model& model, const StageCut& cut, int s) {
   return c;
 }
 
-StageCut balanced_cut(const Model& model, int P, double earlier_weight) {
+StageCut balanced_cut(const Model& model, int P) {
   const int L = int(model.layers().size());
   check(P >= 1, "--pp must be at least 1, got " + std::to_string(P));
   const std::vector<int> points = chain_points(model);
@@ -62,9 +62,8 @@ StageCut balanced_cut(const Model& model, int P, double earlier_weight) {
     for (int j = 1; j < C; ++j)
       for (int i = 0; i < j; ++i) {
         if (best[std::size_t(k) - 1][std::size_t(i)] == inf) continue;
-        const double w = k < P ? earlier_weight : 1.0;
         const double c = std::max(best[std::size_t(k) - 1][std::size_t(i)],
-                                  w * (prefix[std::size_t(at[std::size_t(j)])] - prefix[std::size_t(at[std::size_t(i)])]));
+                                  (prefix[std::size_t(at[std::size_t(j)])] - prefix[std::size_t(at[std::size_t(i)])]));
         if (c < best[std::size_t(k)][std::size_t(j)]) {  // strict: ties keep the earliest cut
           best[std::size_t(k)][std::size_t(j)] = c;
           from[std::size_t(k)][std::size_t(j)] = i;
@@ -110,8 +109,8 @@ StageCut parse_cut(const std::string& text, const Model& model, int P) {
   return cut;
 }
 
-StageCut stage_cut(const Model& model, int P, const std::string& split, double earlier_weight) {
-  return split.empty() ? balanced_cut(model, P, earlier_weight) : parse_cut(split, model, P);
+StageCut stage_cut(const Model& model, int P, const std::string& split) {
+  return split.empty() ? balanced_cut(model, P) : parse_cut(split, model, P);
 }
 
 std::string describe_cut(const Model& model, const StageCut& cut) {

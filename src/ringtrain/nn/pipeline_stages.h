@@ -24,15 +24,13 @@ struct StageCut {
 
 // The chain points of a model: every c in [1, nodes) where only value c crosses (increasing).
 std::vector<int> chain_points(const Model& model);
-// The cut into P stages with the smallest largest stage cost, the stages before the last counted
-// `earlier_weight` times (1F1B: they recompute each forward, train/pipeline_engine.h). Throws a one-line
-// Error when the model has fewer than P - 1 chain points.
-StageCut balanced_cut(const Model& model, int P, double earlier_weight = 1.0);
+// The cut into P stages with the smallest largest stage cost. Throws a one-line Error when the model has fewer than P - 1 chain points.
+StageCut balanced_cut(const Model& model, int P);
 // --pp-split: P - 1 comma-separated node indices, increasing, each a chain point. Throws a one-line Error
 // naming what is wrong (and the chain points there are) otherwise.
 StageCut parse_cut(const std::string& text, const Model& model, int P);
 // The cut --pp-split gives, or the balanced one when it is empty.
-StageCut stage_cut(const Model& model, int P, const std::string& split, double earlier_weight = 1.0);
+StageCut stage_cut(const Model& model, int P, const std::string& split);
 // A stage's cost per sample (sum of node_cost over its nodes).
 double stage_cost(const Model& model, const StageCut& cut, int s);
 // "stage 0: nodes 0-11 (conv1 .. layer2.1.relu2), 41% of the cost; stage 1: ..." for the start-up line.

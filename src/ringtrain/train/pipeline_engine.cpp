@@ -20,8 +20,8 @@ constexpr int kTagActivations = 0, kTagGradients = 1, kTagEval = 2;
 
 const char* pipe_wire_name(PipeWire w) { return w == PipeWire::Fp32 ? "fp32" : w == PipeWire::Bf16 ? "bf16" : "fp16"; }
 
-PipelineEngine::PipelineEngine(nn::Model& stage, dist::Communicator& pp, PipeSchedule schedule, int micro_batches,
-                               int micro_batch, PipeWire wire)
+PipelineEngine::PipelineEngine(nn::Model& stage, const StageFactory& copy_stage, dist::Communicator& pp,
+                               PipeSchedule schedule, int micro_batches, int micro_batch, PipeWire wire)
     : model_(stage), pp_(pp), schedule_(schedule), wire_(wire), P_(pp.size()), s_(pp.rank()), M_(micro_batches),
       micro_(micro_batch) {
   check(M_ >= 1 && micro_ >= 1, "pipeline: needs at least one micro-batch of at least one sample");
@@ -29,9 +29,19 @@ PipelineEngine::PipelineEngine(nn::Model& stage, dist::Communicator& pp, PipeSch
   in_numel_ = std::size_t(shape_numel(model_.input_shape()));
   input_pixels_ = in_numel_;
   out_numel_ = std::size_t(shape_numel(model_.value_shape(int(model_.layers().size()))));
-  // A stage after the first sends back the gradient of its input.
-  model_.set_input_gradient(s_ > 0);
-  model_.reserve(micro_);
+  models_.push_back(&model_);
+  for (int c = 1; c < K_; ++c) {
+    check(bool(copy_stage), "pipeline: a schedule holding several micro-batches needs copies of the stage model");
+    copies_.push_back(copy_stage());
+    copies_.back()->share_parameters(model_);
+    copies_.back()->set_threads(model_.threads());
+    models_.push_back(copies_.back().get());
+  }
+  for (nn::Model* m : models_) {
+    // A stage after the first sends back the gradient of its input.
+    m->set_input_gradient(s_ > 0);
+    m->reserve(micro_);
+  }
   slots_.resize(std::size_t(K_));
   const std::size_t in = std::size_t(micro_) * in_numel_, out = std::size_t(micro_) * out_numel_;
   const bool half = wire_ != PipeWire::Fp32;
@@ -65,6 +75,12 @@ std::size_t PipelineEngine::buffer_bytes() const {
     n16 += sl.in16.size() + sl.out16.size() + sl.dout16.size() + sl.din16.size();
   }
   return n * sizeof(float) + n16 * sizeof(uint16_t);
+}
+
+std::size_t PipelineEngine::activation_bytes() const {
+  std::size_t floats = 0;
+  for (const nn::Model* m : models_) floats += m->activation_floats();
+  return floats * sizeof(float);
 }
 
 dist::Communicator::Request PipelineEngine::send(const float* src, float* buf, std::vector<uint16_t>& buf16,
@@ -109,10 +125,12 @@ void PipelineEngine::wait(dist::Communicator::Request& r) {
 }
 
 void PipelineEngine::poke() {
-  // MPI moves a message only inside MPI calls: a large send (past the eager limit) waits for its sender's
-  // next one, so each pass starts by testing the sends in flight, freeing those that are done.
+  // MPI moves a message only inside MPI calls: a large one (past the eager limit: a rendezvous) waits for
+  // both sides' next calls, so the passes test the messages in flight between layers (a few microseconds),
+  // freeing those that are done. Measured on vit --pp 2: without it a micro-batch's activations reached the
+  // next stage a whole forward late.
   for (Slot& sl : slots_)
-    for (dist::Communicator::Request* r : {&sl.send_out, &sl.send_din})
+    for (dist::Communicator::Request* r : {&sl.send_out, &sl.send_din, &sl.recv_in, &sl.recv_dout})
       if (*r >= 0 && pp_.test_p2p(*r)) *r = -1;
 }
 
@@ -145,9 +163,9 @@ void PipelineEngine::forward(const ops::KernelTable& k, const data::Batch& batch
     wait(sl.recv_in);
     widen(sl.in.data(), sl.in16, std::size_t(n) * in_numel_);
   }
-  model_.set_step(seed, step, batch.indices ? batch.indices + mb.begin : nullptr);
-  const float* out = model_.forward(k, input_of(batch, m, M), n);
-  last_forward_ = m;
+  nn::Model& model = *models_[std::size_t(m % K_)];
+  model.set_step(seed, step, batch.indices ? batch.indices + mb.begin : nullptr);
+  const float* out = model.forward(k, input_of(batch, m, M), n, [this] { poke(); });
   stats_.most_in_flight = std::max(stats_.most_in_flight, ++held_);
   if (last()) {
     const float mean = loss(out, batch.labels + mb.begin, n, dlogits_.data() + std::size_t(mb.begin) * out_numel_);
@@ -174,39 +192,34 @@ void PipelineEngine::backward(const ops::KernelTable& k, const data::Batch& batc
     widen(sl.dout.data(), sl.dout16, std::size_t(n) * out_numel_);
     dout = sl.dout.data();
   }
-  const int64_t* ids = batch.indices ? batch.indices + mb.begin : nullptr;
-  if (last_forward_ != m) {
-    // The model holds another micro-batch's activations: run this one's forward again from its stash,
-    // the running statistics it would move put back (they moved once, at its first forward).
-    nn::ParameterSet& p = model_.params();
-    saved_buffers_.assign(p.buffers(), p.buffers() + p.buffer_floats());
-    saved_counters_.assign(p.counters(), p.counters() + p.counter_count());
-    model_.set_step(seed, step, ids);
-    model_.forward(k, in, n);
-    std::copy(saved_buffers_.begin(), saved_buffers_.end(), p.buffers());
-    std::copy(saved_counters_.begin(), saved_counters_.end(), p.counters());
-    ++stats_.recomputes;
-  }
-  model_.set_step(seed, step, ids);
+  // The copy still holds this micro-batch's activations: K - 1 others at most ran forward since.
+  nn::Model& model = *models_[std::size_t(m % K_)];
+  model.set_step(seed, step, batch.indices ? batch.indices + mb.begin : nullptr);
   // The one-process --micro-batches order (Trainer::step): g_last + (((g_0 + g_1) + g_2) ...).
+  const auto poking = [this](const nn::Model::GradReadyHook& next) -> nn::Model::GradReadyHook {
+    return [this, next](const nn::Layer& layer) {
+      poke();
+      if (next) next(layer);
+    };
+  };
+  if (m + 1 < M)
+    model.backward(k, in, dout, n, poking({}));
+  else if (M > 1)
+    model.backward(k, in, dout, n, poking(sum->finishing(hook)));
+  else
+    model.backward(k, in, dout, n, poking(hook));
+  --held_;
+  ++backwards_done_;
+  if (s_ > 0) {  // the stage before waits for this: it leaves before the gradient sum below
+    wait(sl.send_din);
+    sl.send_din = send(model.input_grad(), sl.din.data(), sl.din16, std::size_t(n) * in_numel_, s_ - 1, kTagGradients,
+                       "send activation gradients");
+  }
   if (m + 1 < M) {
-    model_.backward(k, in, dout, n);
     if (m == 0)
       sum->start();
     else
       sum->add();
-  } else if (M > 1) {
-    model_.backward(k, in, dout, n, sum->finishing(hook));
-  } else {
-    model_.backward(k, in, dout, n, hook);
-  }
-  last_forward_ = -1;
-  --held_;
-  ++backwards_done_;
-  if (s_ > 0) {
-    wait(sl.send_din);
-    sl.send_din = send(model_.input_grad(), sl.din.data(), sl.din16, std::size_t(n) * in_numel_, s_ - 1, kTagGradients,
-                       "send activation gradients");
   }
 }
 
@@ -222,7 +235,6 @@ float PipelineEngine::train_step(const ops::KernelTable& k, const data::Batch& b
   const auto t0 = Clock::now();
   idle_ = 0.0;
   next_recv_ = backwards_done_ = held_ = 0;
-  last_forward_ = -1;
   double loss_sum = 0.0;
   post_receives(M, N);
   for (const PipeAction& a : stage_actions(schedule_, P_, s_, M)) {

@@ -7,14 +7,13 @@
 // backward reporting each layer to the data-parallel GradReducer (as the one-process --micro-batches run
 // does: the same bits).
 //
-// A stage's model keeps the activations of one forward (nn::Model), while the schedules hold several
-// micro-batches between their forward and backward. So a stage stashes each micro-batch's input (the
-// received activation) and, when the micro-batch it must run backward is not the one whose forward it ran
-// last, runs that forward again from the stash first (GPipe's re-materialisation); the batch-norm running
-// statistics are put back after such a recomputed forward, so they see every micro-batch once, in order.
-// Under 1F1B the last stage never recomputes (its backward follows its forward); the others recompute
-// every micro-batch whose backward does not directly follow its forward (all M, but for small M < P - s);
-// under GPipe every backward recomputes (for M > 1).
+// A model keeps the activations of one forward (nn::Model), while the schedules hold several micro-batches
+// between their forward and backward (at most K: P - stage under 1F1B, M under GPipe). So the stage runs
+// K copies of its model, built by the caller's factory and sharing the first one's parameters, gradients
+// and batch-norm statistics (Model::share_parameters): micro-batch m runs forward and backward on copy
+// m mod K, whose activations stay put in between - no forward runs twice. The running statistics move at
+// each forward, in micro-batch order, as in the one-process run. Stages after the first also keep each
+// micro-batch's received input (the stash) until its backward.
 //
 // The bubble: the time a stage waits for messages (receives, and sends still in flight when their buffer
 // is needed) over the time of the step's schedule, from the second step of the process on (the first pays
@@ -22,6 +21,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "ringtrain/core/aligned.h"
@@ -46,7 +46,6 @@ struct PipelineStats {
   int64_t steps = 0;        // steps timed (all but the process's first)
   double step_s = 0.0;      // time in the schedule's passes and messages
   double idle_s = 0.0;      // of which waiting for messages
-  int64_t recomputes = 0;   // forwards run again from the stash (all steps)
   int most_in_flight = 0;   // measured: micro-batches between forward and backward at once
   int64_t bytes_sent = 0;   // training messages' bytes this stage sent (all steps)
   int64_t calls = 0;        // training steps run (all)
@@ -55,10 +54,14 @@ struct PipelineStats {
 
 class PipelineEngine {
  public:
-  // stage: this rank's stage model (nn/pipeline_stages.h); pp: the pipeline group (rank = stage).
-  // micro_batches and micro_batch: the step's M and samples per micro-batch (the batch is M x that).
-  PipelineEngine(nn::Model& stage, dist::Communicator& pp, PipeSchedule schedule, int micro_batches, int micro_batch,
-                 PipeWire wire = PipeWire::Fp32);
+  // Builds another copy of this rank's stage model (the same layers; its parameters are replaced by the
+  // first copy's).
+  using StageFactory = std::function<std::unique_ptr<nn::Model>()>;
+  // stage: this rank's stage model (nn/pipeline_stages.h); copy_stage: called in_flight() - 1 times;
+  // pp: the pipeline group (rank = stage). micro_batches and micro_batch: the step's M and samples per
+  // micro-batch (the batch is M x that).
+  PipelineEngine(nn::Model& stage, const StageFactory& copy_stage, dist::Communicator& pp, PipeSchedule schedule,
+                 int micro_batches, int micro_batch, PipeWire wire = PipeWire::Fp32);
   PipeWire wire() const { return wire_; }
 
   int stage() const { return s_; }
@@ -69,6 +72,8 @@ class PipelineEngine {
   int in_flight() const { return K_; }
   // Bytes of the stash and the message buffers.
   std::size_t buffer_bytes() const;
+  // Bytes of the activations and activation gradients of every copy of the stage model.
+  std::size_t activation_bytes() const;
 
   // The last stage's loss of one micro-batch: writes dlogits [n, K] and returns the mean loss.
   using LossFn = std::function<float(const float* logits, const uint8_t* labels, int n, float* dlogits)>;
@@ -106,7 +111,9 @@ class PipelineEngine {
                 GradAccumulator* sum, const nn::Model::GradReadyHook& hook);
   const float* input_of(const data::Batch& batch, int m, int M);
 
-  nn::Model& model_;
+  nn::Model& model_;                               // the first copy: parameters, evaluation
+  std::vector<std::unique_ptr<nn::Model>> copies_;  // the other K - 1
+  std::vector<nn::Model*> models_;                  // models_[m % K]: micro-batch m's copy
   dist::Communicator& pp_;
   PipeSchedule schedule_;
   PipeWire wire_;
@@ -114,9 +121,6 @@ class PipelineEngine {
   std::size_t in_numel_, out_numel_, input_pixels_;
   std::vector<Slot> slots_;
   AlignedBuffer<float> dlogits_;     // last stage: the step's dlogits, micro-batch m at its samples
-  std::vector<float> saved_buffers_;  // batch-norm statistics around a recomputed forward
-  std::vector<int64_t> saved_counters_;
-  int last_forward_ = -1;            // the micro-batch whose activations the model holds (-1: none)
   int next_recv_ = 0, backwards_done_ = 0, held_ = 0;
   double idle_ = 0.0;
   int64_t calls_ = 0;

@@ -204,7 +204,7 @@ bool Trainer::is_logger() const {
   return comm_.rank() == 0 && (!grid_ || (grid_->tp_rank() == 0 && grid_->pp_rank() == 0));
 }
 
-void Trainer::set_process_grid(dist::ProcessGrid* grid) {
+void Trainer::set_process_grid(dist::ProcessGrid* grid, const PipelineEngine::StageFactory& copy_stage) {
   grid_ = grid;
   if (!grid_ || grid_->pp() == 1) return;
   check(config_.micro_batches == 1 || grad_sum_ != nullptr, "pipeline: no gradient accumulator");
@@ -212,7 +212,7 @@ void Trainer::set_process_grid(dist::ProcessGrid* grid) {
   const PipeWire wire = config_.precision == "bf16"   ? PipeWire::Bf16
                         : config_.precision == "fp16" ? PipeWire::Fp16
                                                       : PipeWire::Fp32;
-  pipeline_ = std::make_unique<PipelineEngine>(model_, grid_->pp_comm(), parse_pp_schedule(config_.pp_schedule),
+  pipeline_ = std::make_unique<PipelineEngine>(model_, copy_stage, grid_->pp_comm(), parse_pp_schedule(config_.pp_schedule),
                                                config_.micro_batches, config_.batch_size / config_.micro_batches, wire);
 }
 
@@ -234,7 +234,6 @@ PipelineReport Trainer::pipeline_report() {
   r.step_ms.assign(std::size_t(P), 0.0);
   r.in_flight.assign(std::size_t(P), 0);
   r.measured_in_flight.assign(std::size_t(P), 0);
-  r.recomputes.assign(std::size_t(P), 0);
   r.wire = pipe_wire_name(pipeline_->wire());
   r.bytes_per_step.assign(std::size_t(P), 0);
   r.bytes_per_step[std::size_t(s)] = st.calls ? st.bytes_sent / st.calls : 0;
@@ -242,13 +241,11 @@ PipelineReport Trainer::pipeline_report() {
   r.step_ms[std::size_t(s)] = st.steps ? 1000.0 * st.step_s / double(st.steps) : 0.0;
   r.in_flight[std::size_t(s)] = pipeline_->in_flight();
   r.measured_in_flight[std::size_t(s)] = st.most_in_flight;
-  r.recomputes[std::size_t(s)] = st.recomputes;
   dist::Communicator& pp = grid_->pp_comm();  // every stage contributes its own entries
   pp.allreduce_sum(r.idle_fraction.data(), r.idle_fraction.size());
   pp.allreduce_sum(r.step_ms.data(), r.step_ms.size());
   pp.allreduce_sum(r.in_flight.data(), r.in_flight.size());
   pp.allreduce_sum(r.measured_in_flight.data(), r.measured_in_flight.size());
-  pp.allreduce_sum(r.recomputes.data(), r.recomputes.size());
   pp.allreduce_sum(r.bytes_per_step.data(), r.bytes_per_step.size());
   return r;
 }

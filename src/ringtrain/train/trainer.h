@@ -90,7 +90,7 @@ struct PipelineReport {
   std::vector<double> idle_fraction;     // per stage: time waiting for messages / schedule time
   std::vector<double> step_ms;           // per stage: the schedule's time a step
   std::vector<int64_t> in_flight;        // per stage: micro-batches its schedule holds at most
-  std::vector<int64_t> measured_in_flight, recomputes;
+  std::vector<int64_t> measured_in_flight;
   std::string wire;                      // what the messages carry: fp32, bf16 or fp16 (--precision)
   std::vector<int64_t> bytes_per_step;   // per stage: training message bytes it sends a step
 };
@@ -145,7 +145,8 @@ class Trainer {
   // checked bit-identical across the tensor group after each evaluation.
   // Pipeline parallelism (--pp > 1): the model is this rank's stage (nn/pipeline_stages.h) and every step
   // runs through a PipelineEngine on grid's pipeline group; checkpoints gather every stage's tensors.
-  void set_process_grid(dist::ProcessGrid* grid);
+  // copy_stage (--pp > 1): builds another copy of this rank's stage model (PipelineEngine::StageFactory).
+  void set_process_grid(dist::ProcessGrid* grid, const PipelineEngine::StageFactory& copy_stage = {});
   const PipelineEngine* pipeline() const { return pipeline_.get(); }
   // --allreduce auto (before fit()): the model the communicator picks each bucket's algorithm by (shared
   // with it). Every periodic checkpoint records it (trainer.allreduce_calibration) and the plan it gives
