@@ -33,20 +33,7 @@ train() {  # train NP LOG ARGS...: under mpirun (NP > 0) or as one process (NP =
   [ $rc = 0 ] || { fail "train (np $np) $* exited $rc"; tail -5 "$log"; }
 }
 # Every tensor (weights, buffers, optim.*) of two checkpoints bit for bit; the metadata may differ.
-same() {
-  "$PYTHON" - "$1" "$2" <<'PY'
-import json, struct, sys
-def tensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    h = json.loads(raw[8:8 + n]); h.pop("__metadata__", None)
-    return {k: raw[8 + n + v["data_offsets"][0]: 8 + n + v["data_offsets"][1]] for k, v in h.items()}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-bad = [k for k in a if a[k] != b.get(k)]
-if bad or a.keys() != b.keys() or not any(k.startswith("optim.") for k in a):
-    print("  differ:", bad[:5]); sys.exit(1)
-PY
-}
+same() { "$PYTHON" "$TESTS_DIR/same_tensors.py" "$1" "$2"; }
 expect_same() {  # expect_same WHAT A B
   same "$2" "$3" && pass || fail "$1: checkpoints differ"
 }
