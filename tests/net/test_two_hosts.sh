@@ -8,7 +8,8 @@
 #  - LeNet-5 with 2 ranks a host (4 ranks x batch 4): shared memory inside a host, TCP between hosts;
 #  - the weights saved by each run are cmp-equal to the one-host run's; each host's veth carried at least the
 #    gradient bytes of the run (steps x the reported "all-reduce bytes per step", the ring's figure) in each
-#    direction, so the traffic really crossed the emulated network.
+#    direction, so the traffic really crossed the emulated network;
+#  - --progress-thread-us auto (the default) starts the progress thread across hosts, not on one host.
 # Skips (77) where namespaces cannot be made (not root, no iproute2, no veth/bridge): it says why.
 # Environment (as tests/cli): RINGTRAIN, PYTHON, TESTS_DIR (tests/cli), MPIEXEC; RINGTRAIN_NET_HOSTS (2-4,
 # default 2) runs the same on more hosts.
@@ -51,6 +52,12 @@ case_() {
   t2=$(date +%s.%N)
   echo "$name: $N hosts $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s, one host $(awk -v a="$t1" -v b="$t2" 'BEGIN {printf "%.1f", b - a}') s; $(grep -E '^(trained|gradient wait)' "$WORK/$name.hosts.log" | tr '\n' ' ')"
   grep -q "$((N * ${HOSTS_RANKS_PER_HOST:-1})) rank(s) x batch" "$WORK/$name.hosts.log" && pass || { fail "$name: the hosts' run is not $((N * ${HOSTS_RANKS_PER_HOST:-1})) ranks"; cat "$WORK/$name.hosts.log"; }
+  # --progress-thread-us auto: a progress thread across hosts, none on one host (unless split into hosts).
+  local auto="a progress thread every 500 us (auto: the group spans hosts)"
+  grep -q "$auto" "$WORK/$name.hosts.log" &&
+    if [ -n "${ONE_HOST_SPLIT:-}" ]; then grep -q "$auto" "$WORK/$name.one.log"; else ! grep -q "a progress thread" "$WORK/$name.one.log"; fi &&
+    pass ||
+    { fail "$name: --progress-thread-us auto did not start the thread across hosts only"; grep "rank(s) x batch" "$WORK/$name.hosts.log" "$WORK/$name.one.log"; }
   cmp -s "$WORK/$name.hosts.st" "$WORK/$name.one.st" && pass ||
     fail "$name: weights across $N hosts differ from one host's (max relative difference $("$PYTHON" "$TESTS_DIR/compare_weights.py" "$WORK/$name.hosts.st" "$WORK/$name.one.st"))"
   local steps bytes need sent recv

@@ -82,8 +82,9 @@ Options train_options() {
   o.add("bucket-kb", "128", "gradient bucket size in KiB (all-reduces start as buckets fill during backward)");
   o.add("overlap", "auto", "overlap the gradient all-reduces with backward: auto (time a few steps each way, keep the faster) | on | off");
   o.add_flag("no-overlap", "the same as --overlap off: all-reduce the gradients only after backward");
-  o.add("progress-thread-us", "0", "0: the gradient all-reduces move at backward's layer boundaries; N > 0: a "
-        "progress thread also moves them every N microseconds (slow networks, long layers)");
+  o.add("progress-thread-us", "auto", "0: the gradient all-reduces move at backward's layer boundaries; N > 0: a "
+        "progress thread also moves them every N microseconds (slow networks, long layers); auto: 500 when the "
+        "data-parallel group spans hosts, else 0");
   o.add_flag("shard-optimizer", "ZeRO-1: each rank keeps the optimizer state of 1/W of the parameters (reduce-scatter, update, all-gather)");
   o.add("timeout", "1800", "seconds a collective may take before the whole job is aborted (0: never)");
   o.add("tp", "1", "tensor-parallel ranks: lenet5's fc1/fc2 or vit's encoder (attention by heads, MLP) split over this "
@@ -291,7 +292,8 @@ int train_command(int argc, char** argv, int first) {
   check(!opt.flag("no-overlap") || !opt.given("overlap") || config.overlap == "off",
         "--no-overlap contradicts --overlap " + config.overlap);
   if (opt.flag("no-overlap")) config.overlap = "off";
-  config.reducer.progress_interval_s = 1e-6 * double(opt.integer("progress-thread-us", 0, 1000000));
+  const bool progress_auto = opt.str("progress-thread-us") == "auto";
+  if (!progress_auto) config.reducer.progress_interval_s = 1e-6 * double(opt.integer("progress-thread-us", 0, 1000000));
   config.shard_optimizer = opt.flag("shard-optimizer");
   check(!config.shard_optimizer || config.grad_comm == "fp32",
         "--shard-optimizer needs --grad-comm fp32 (the 16-bit ring has no reduce-scatter), got --grad-comm " +
@@ -318,7 +320,12 @@ int train_command(int argc, char** argv, int first) {
   std::unique_ptr<dist::Communicator> world;
   if (dist::launched_by_mpi()) {
     session = std::make_unique<dist::MpiSession>(&argc, &argv);
-    world = std::make_unique<dist::MpiCommunicator>(MPI_COMM_WORLD, mpi_options);
+    // Under --tp / --pp each data-parallel group calibrates --allreduce auto by itself (below), so the
+    // groups' models differ; the world's few collectives (memory reports, agreement) must pick the same
+    // algorithm on every rank: they get a model of their own that is never calibrated (the ring).
+    dist::MpiOptions world_options = mpi_options;
+    if ((tp > 1 || pp > 1) && world_options.cost_model) world_options.cost_model = std::make_shared<dist::AllreduceCostModel>();
+    world = std::make_unique<dist::MpiCommunicator>(MPI_COMM_WORLD, world_options);
     check(!opt.given("nproc") || opt.integer("nproc") == world->size(),
           "--nproc " + opt.str("nproc") + " does not match the " + std::to_string(world->size()) +
               " ranks mpirun started; drop --nproc under mpirun");
@@ -333,6 +340,13 @@ int train_command(int argc, char** argv, int first) {
   std::unique_ptr<dist::ProcessGrid> grid;
   if (tp > 1 || pp > 1) grid = std::make_unique<dist::ProcessGrid>(comm, int(tp), mpi_options, int(pp));
   dist::Communicator& dp_comm = grid ? grid->dp_comm() : comm;
+  // --progress-thread-us auto: across hosts a bucket's messages take many layers' time, and moving them
+  // only at layer boundaries hid 18% of resnet18's all-reduce at 1 Gbit/s, a thread every 500 us 91%
+  // (docs/BENCHMARKS.md); on one host the shared-memory all-reduce needs no thread.
+  if (progress_auto) {
+    auto* mpi = dynamic_cast<dist::MpiCommunicator*>(&dp_comm);
+    if (mpi && mpi->hosts() > 1) config.reducer.progress_interval_s = 500e-6;
+  }
   data::Dataset dataset = data::load_dataset(opt.str("data"));
   auto model = tp > 1 ? nn::make_model_tp(model_name, grid->tensor_group()) : nn::make_model(model_name);
   nn::StageCut mine;  // --pp: this rank's stage of the model as built (vit under --tp has more nodes)
@@ -376,6 +390,11 @@ int train_command(int argc, char** argv, int first) {
               << " thread(s)"
               << (dp_comm.size() > 1 ? std::string(", all-reduce ") + opt.str("allreduce") + hosts_note(dp_comm) +
                                         ", overlap " + config.overlap +
+                                        (config.reducer.progress_interval_s > 0
+                                             ? ", a progress thread every " +
+                                                   std::to_string(std::lround(1e6 * config.reducer.progress_interval_s)) +
+                                                   " us" + (progress_auto ? " (auto: the group spans hosts)" : "")
+                                             : std::string()) +
                                         (config.grad_comm != "fp32" ? ", gradients in " + config.grad_comm : std::string()) +
                                         (config.shard_optimizer ? ", optimizer state sharded" : "")
                                   : std::string())

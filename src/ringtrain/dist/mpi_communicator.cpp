@@ -113,6 +113,8 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, const MpiOptions& opt, std::shar
   if (opt_.algorithm == AllreduceAlgorithm::Auto && !opt_.cost_model) opt_.cost_model = std::make_shared<AllreduceCostModel>();
   if (opt_.algorithm == AllreduceAlgorithm::Hierarchical || opt_.algorithm == AllreduceAlgorithm::Auto)
     hier_ = std::make_unique<HierarchicalAllreduce>(comm_, opt_.ranks_per_host);
+  // (A world of one is one host; otherwise the split is collective, as the constructor is.)
+  hosts_ = hier_ ? hier_->hosts() : size_ == 1 ? 1 : HierarchicalAllreduce(comm_, opt_.ranks_per_host).hosts();
 }
 
 AllreduceAlgorithm MpiCommunicator::algorithm_for(std::size_t bytes) const {

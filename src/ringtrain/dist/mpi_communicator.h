@@ -112,7 +112,9 @@ class MpiCommunicator final : public Communicator {
 
   Traffic traffic() const override;
   AllreduceAlgorithm algorithm() const { return opt_.algorithm; }
-  int hosts() const { return hier_ ? hier_->hosts() : 1; }  // as hier splits them (1 without hier)
+  // The hosts the ranks are on, as the hierarchical all-reduce splits them (by host name, or
+  // RINGTRAIN_RANKS_PER_HOST), whatever algorithm runs.
+  int hosts() const { return hosts_; }
   const std::shared_ptr<AllreduceCostModel>& cost_model() const { return opt_.cost_model; }
   MPI_Comm comm() const { return comm_; }
   Watchdog& watchdog() { return *watchdog_; }
@@ -133,6 +135,7 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<HalvingDoublingAllreduce> hd_;
   std::unique_ptr<RecursiveDoublingAllreduce> rd_;
   std::unique_ptr<HierarchicalAllreduce> hier_;  // only for hier and auto (its split is collective)
+  int hosts_ = 1;
   AllreduceAlgorithm pending_algorithm_ = AllreduceAlgorithm::Ring;  // the non-blocking sum's
   std::int64_t library_sums_ = 0;  // sums run by MPI_Allreduce / MPI_Iallreduce (traffic())
   // The non-blocking float sum in flight: the watchdog is armed from start to completion.

@@ -11,6 +11,11 @@ namespace ringtrain::dist {
 void Watchdog::abort_job(const std::string& message) {
   std::fprintf(stderr, "%s\n", message.c_str());
   std::fflush(stderr);
+  // The other ranks waiting on the same failure armed their watchdogs within milliseconds of this one and
+  // check several times a second: half a second lets theirs print too before MPI_Abort ends them, so the
+  // job's output names every waiting rank's peer, the dead or hung one among them (the first to fire may
+  // only name a neighbour that waits on it).
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
