@@ -507,6 +507,10 @@ TEST(VitTensorParallel, TrainsLikeOneProcessWithTheGlobalBatch) {
   EXPECT_LE(g_rel, 1e-5) << "step-1 gradients differ in " << worst;
   const double w_rel = max_rel(whole->params(), weights.data(), ref->params().params(), &worst);
   EXPECT_LE(w_rel, 1e-5) << "weights after " << kSteps << " steps differ in " << worst;
+  if (dp == 1) {  // one tensor group: the split sums add up in one process's order (nn/tp_reduction.h)
+    EXPECT_EQ(g_rel, 0.0) << "tp " << tp << ": step-1 gradients not bit-identical, worst " << worst;
+    EXPECT_EQ(w_rel, 0.0) << "tp " << tp << ": weights not bit-identical, worst " << worst;
+  }
   // Each block: g forward and f backward, for the attention and the MLP: 4 all-reduces of [B, 17, 128].
   EXPECT_EQ(nn::tensor_parallel_floats_per_sample(*model), 6 * 4 * 17 * 128);
   EXPECT_EQ(grid.tensor_group().stats().calls, tp > 1 ? 6 * 4 * kSteps : 0);

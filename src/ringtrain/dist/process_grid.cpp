@@ -48,7 +48,9 @@ ProcessGrid::ProcessGrid(Communicator& world, int tp, const MpiOptions& opt, int
     auto* mpi = dynamic_cast<MpiCommunicator*>(&world);
     check(mpi != nullptr, "process grid: a world of " + std::to_string(world_size_) + " ranks must be MPI's");
     MpiOptions tp_opt = opt, dp_opt = opt, pp_opt = opt;
-    tp_opt.algorithm = AllreduceAlgorithm::Ring;  // the same bits on every rank of the tensor group
+    // The same bits on every rank of the tensor group, and, for a power of two, recursive doubling's pairs
+    // (0+1, 2+3, then the pairs' sums): the tree one process sums vit's split layers in (nn/tp_reduction.h).
+    tp_opt.algorithm = (tp & (tp - 1)) == 0 ? AllreduceAlgorithm::RecursiveDoubling : AllreduceAlgorithm::Ring;
     pp_opt.algorithm = AllreduceAlgorithm::Ring;  // its few collectives (a loss broadcast, checkpoints) need no plan
     tp_opt.group = "tensor";
     dp_opt.group = "data-parallel";

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "ringtrain/core/error.h"
+#include "ringtrain/nn/tp_reduction.h"
 
 namespace ringtrain::nn {
 
@@ -52,7 +53,8 @@ void MultiheadSelfAttention::forward_slice(const ops::KernelTable& k, ParameterS
   float* probs = probs_.data() + std::size_t(s.n0) * heads_ * tokens_ * tokens_;
   k.linear_forward(qkv, in, p.param(param_indices_[0]), p.param(param_indices_[1]), {rows, dim_, 3 * dim_});
   k.attention_forward(heads, probs, qkv, core(s.size()));
-  k.linear_forward(out, heads, p.param(param_indices_[2]), p.param(param_indices_[3]), {rows, dim_, dim_});
+  // out_proj sums over the heads' features head by head, as --tp splits it (nn/tp_reduction.h).
+  chunked_linear_forward(k, out, heads, p.param(param_indices_[2]), p.param(param_indices_[3]), rows, dim_, dim_, heads_);
 }
 
 void MultiheadSelfAttention::backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float*,
@@ -74,7 +76,9 @@ void MultiheadSelfAttention::backward_slice(const ops::KernelTable& k, Parameter
   float* dqkv = dqkv_.data() + row0 * 3 * dim_;
   k.linear_backward(dheads, g[2], g[3], dout, heads, p.param(param_indices_[2]), {rows, dim_, dim_});
   k.attention_backward(dqkv, dheads, qkv, probs, core(s.size()));
-  k.linear_backward(din, g[0], g[1], dqkv, in, p.param(param_indices_[0]), {rows, dim_, 3 * dim_});
+  k.linear_backward(nullptr, g[0], g[1], dqkv, in, p.param(param_indices_[0]), {rows, dim_, 3 * dim_});
+  // din sums over the packed q, k, v features head by head, as --tp splits it (nn/tp_reduction.h).
+  if (din) chunked_linear_backward_data(k, din, dqkv, p.param(param_indices_[0]), rows, 3 * dim_, dim_, heads_, 3);
 }
 
 }  // namespace ringtrain::nn

@@ -5,6 +5,7 @@
 
 #include "ringtrain/core/error.h"
 #include "ringtrain/nn/parallel_token_linear.h"
+#include "ringtrain/nn/tp_reduction.h"
 
 namespace ringtrain::nn {
 
@@ -21,8 +22,6 @@ HeadParallelSelfAttention::HeadParallelSelfAttention(std::string name, int dim, 
   head_bounds_ = split_or_even(std::move(head_bounds), heads, T, name_ + " (heads)");
   const int hd = dim / heads;
   for (int64_t b : head_bounds_) feature_bounds_.push_back(b * hd);
-  zero_bias_.resize(std::size_t(dim));
-  std::memset(zero_bias_.data(), 0, std::size_t(dim) * sizeof(float));
 }
 
 Shape HeadParallelSelfAttention::configure(const Shape& in) {
@@ -67,7 +66,8 @@ void HeadParallelSelfAttention::forward_slice(const ops::KernelTable& k, Paramet
   k.linear_forward(qkv, in, p.param(param_indices_[0]), p.param(param_indices_[1]), {rows, dim_, 3 * Dl});
   k.attention_forward(heads, probs, qkv, core(s.size()));
   // This rank's heads' share of out_proj: a partial sum (g adds the ranks' shares, then the bias).
-  k.linear_forward(out, heads, p.param(param_indices_[2]), zero_bias_.data(), {rows, Dl, dim_});
+  // (summed head by head as one process sums the whole: nn/tp_reduction.h)
+  chunked_linear_forward(k, out, heads, p.param(param_indices_[2]), nullptr, rows, Dl, dim_, local_heads());
 }
 
 void HeadParallelSelfAttention::backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in,
@@ -91,7 +91,8 @@ void HeadParallelSelfAttention::backward_slice(const ops::KernelTable& k, Parame
   k.linear_backward(dheads, g[2], nullptr, dout, heads, p.param(param_indices_[2]), {rows, Dl, dim_});
   k.attention_backward(dqkv, dheads, qkv, probs, core(s.size()));
   // din: the part of dx this rank's heads contribute; f (CopyToTensorGroup) before the layer sums them.
-  k.linear_backward(din, g[0], g[1], dqkv, in, p.param(param_indices_[0]), {rows, dim_, 3 * Dl});
+  k.linear_backward(nullptr, g[0], g[1], dqkv, in, p.param(param_indices_[0]), {rows, dim_, 3 * Dl});
+  if (din) chunked_linear_backward_data(k, din, dqkv, p.param(param_indices_[0]), rows, 3 * Dl, dim_, local_heads(), 3);
 }
 
 }  // namespace ringtrain::nn

@@ -51,7 +51,6 @@ class HeadParallelSelfAttention : public Layer {
   AlignedBuffer<float> qkv_, dqkv_;              // [N, T, 3 D_r]
   AlignedBuffer<float> heads_out_, dheads_out_;  // [N, T, D_r]
   AlignedBuffer<float> probs_;                   // [N, H_r, T, T]
-  AlignedBuffer<float> zero_bias_;               // out_proj's partial sum takes no bias
 };
 
 }  // namespace ringtrain::nn

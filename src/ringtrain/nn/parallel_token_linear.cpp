@@ -3,8 +3,20 @@
 #include <cstring>
 
 #include "ringtrain/core/error.h"
+#include "ringtrain/nn/tp_reduction.h"
 
 namespace ringtrain::nn {
+
+namespace {
+// This shard's chunks of the split sum (nn/tp_reduction.h): kTpChunks / T under an even split of a length
+// kTpChunks divides; 0 (plain GEMMs, not one process's bits) for any other split.
+int local_chunks(const std::vector<int64_t>& bounds, int64_t D, int T) {
+  if (kTpChunks % T != 0 || D % kTpChunks != 0) return 0;
+  for (int r = 0; r <= T; ++r)
+    if (bounds[std::size_t(r)] != D / T * r) return 0;
+  return kTpChunks / T;
+}
+}  // namespace
 
 std::vector<int64_t> split_or_even(std::vector<int64_t> bounds, int64_t D, int T, const std::string& what) {
   if (bounds.empty()) return even_split(D, T, what);
@@ -20,6 +32,7 @@ ColumnParallelTokenLinear::ColumnParallelTokenLinear(std::string name, int in_fe
     : Layer(std::move(name)), in_features_(in_features), out_features_(out_features), rank_(group.rank()),
       weight_init_(weight_init), bias_init_(bias_init) {
   bounds_ = split_or_even(std::move(bounds), out_features, group.size(), name_ + " (column-parallel)");
+  chunks_ = local_chunks(bounds_, out_features, group.size());
 }
 
 Shape ColumnParallelTokenLinear::configure(const Shape& in) {
@@ -54,9 +67,13 @@ void ColumnParallelTokenLinear::backward_slice(const ops::KernelTable& k, Parame
     std::memset(dbias, 0, std::size_t(local_out()) * sizeof(float));
     return;
   }
-  // din is this shard's part of dx; f (CopyToTensorGroup) before the layer sums the parts.
-  k.linear_backward(din, dweight, dbias, dout, in, p.param(param_indices_[0]),
-                    {int(rows_ * s.size()), in_features_, local_out()});
+  // din is this shard's part of dx, summed in one process's chunks (nn/tp_reduction.h); f
+  // (CopyToTensorGroup) before the layer adds the parts.
+  const int rows = int(rows_ * s.size());
+  k.linear_backward(chunks_ ? nullptr : din, dweight, dbias, dout, in, p.param(param_indices_[0]),
+                    {rows, in_features_, local_out()});
+  if (chunks_ && din)
+    chunked_linear_backward_data(k, din, dout, p.param(param_indices_[0]), rows, local_out(), in_features_, chunks_, 1);
 }
 
 // ---- RowParallelTokenLinear -------------------------------------------------------------------------
@@ -66,6 +83,7 @@ RowParallelTokenLinear::RowParallelTokenLinear(std::string name, int in_features
     : Layer(std::move(name)), in_features_(in_features), out_features_(out_features), rank_(group.rank()),
       weight_init_(weight_init) {
   bounds_ = split_or_even(std::move(bounds), in_features, group.size(), name_ + " (row-parallel)");
+  chunks_ = local_chunks(bounds_, in_features, group.size());
   zero_bias_.resize(std::size_t(out_features));
   std::memset(zero_bias_.data(), 0, std::size_t(out_features) * sizeof(float));
 }
@@ -89,9 +107,14 @@ void RowParallelTokenLinear::declare(ParameterSet& params) {
 void RowParallelTokenLinear::forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out,
                                            const Slice& s) {
   if (s.empty()) return;
-  // A partial sum over this shard's input features; g (ReduceFromTensorGroup) after the layer adds them up.
-  k.linear_forward(out, in, p.param(param_indices_[0]), zero_bias_.data(),
-                   {int(rows_ * s.size()), local_in(), out_features_});
+  // A partial sum over this shard's input features, in one process's chunks (nn/tp_reduction.h); g
+  // (ReduceFromTensorGroup) after the layer adds them up.
+  if (chunks_)
+    chunked_linear_forward(k, out, in, p.param(param_indices_[0]), nullptr, int(rows_ * s.size()), local_in(),
+                           out_features_, chunks_);
+  else
+    k.linear_forward(out, in, p.param(param_indices_[0]), zero_bias_.data(),
+                     {int(rows_ * s.size()), local_in(), out_features_});
 }
 
 void RowParallelTokenLinear::backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float*,

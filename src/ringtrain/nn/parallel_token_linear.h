@@ -8,7 +8,8 @@
 //                              x_r W_r^T is a partial sum that g after it all-reduces; the bias follows g
 //                              (TokenBias, nn/token_bias.h), added once.
 //
-// Both keep PyTorch's names ("<name>.weight", "<name>.bias") with the shard's shape (nn/shard.h); they
+// Under an even split both sum as the whole TokenLinear (TpSplit) does, chunk by chunk (nn/tp_reduction.h),
+// so vit under --tp computes one process's bits. Both keep PyTorch's names ("<name>.weight", "<name>.bias") with the shard's shape (nn/shard.h); they
 // run on thread slices like TokenLinear. bounds: the split of the cut dimension; empty: even_split.
 #pragma once
 #include <cstdint>
@@ -38,6 +39,7 @@ class ColumnParallelTokenLinear : public Layer {
   int in_features_, out_features_, rank_;
   std::vector<int64_t> bounds_;
   Init weight_init_, bias_init_;
+  int chunks_ = 0;  // this shard's chunks of the split sum (nn/tp_reduction.h); 0: plain GEMMs
   int64_t rows_ = 0;
 };
 
@@ -58,6 +60,7 @@ class RowParallelTokenLinear : public Layer {
   int in_features_, out_features_, rank_;
   std::vector<int64_t> bounds_;
   Init weight_init_;
+  int chunks_ = 0;  // as ColumnParallelTokenLinear's
   int64_t rows_ = 0;
   AlignedBuffer<float> zero_bias_;  // the partial products take no bias (TokenBias adds it after g)
 };

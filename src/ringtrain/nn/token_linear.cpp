@@ -3,12 +3,14 @@
 #include <cstring>
 
 #include "ringtrain/core/error.h"
+#include "ringtrain/nn/tp_reduction.h"
 
 namespace ringtrain::nn {
 
-TokenLinear::TokenLinear(std::string name, int in_features, int out_features, Init weight_init, Init bias_init)
+TokenLinear::TokenLinear(std::string name, int in_features, int out_features, Init weight_init, Init bias_init,
+                         TpSplit split)
     : Layer(std::move(name)), in_features_(in_features), out_features_(out_features), weight_init_(weight_init),
-      bias_init_(bias_init) {}
+      bias_init_(bias_init), split_(split) {}
 
 Shape TokenLinear::configure(const Shape& in) {
   check(!in.empty() && in.back() == in_features_,
@@ -27,7 +29,11 @@ void TokenLinear::declare(ParameterSet& params) {
 void TokenLinear::forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out,
                                 const Slice& s) {
   if (s.empty()) return;
-  k.linear_forward(out, in, p.param(param_indices_[0]), p.param(param_indices_[1]), shape(s.size()));
+  if (split_ == TpSplit::Row)
+    chunked_linear_forward(k, out, in, p.param(param_indices_[0]), p.param(param_indices_[1]), shape(s.size()).N,
+                           in_features_, out_features_, kTpChunks);
+  else
+    k.linear_forward(out, in, p.param(param_indices_[0]), p.param(param_indices_[1]), shape(s.size()));
 }
 
 void TokenLinear::backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float*,
@@ -39,7 +45,11 @@ void TokenLinear::backward_slice(const ops::KernelTable& k, ParameterSet& p, con
     std::memset(dbias, 0, std::size_t(out_features_) * sizeof(float));
     return;
   }
-  k.linear_backward(din, dweight, dbias, dout, in, p.param(param_indices_[0]), shape(s.size()));
+  const bool chunked = split_ == TpSplit::Column && din;
+  k.linear_backward(chunked ? nullptr : din, dweight, dbias, dout, in, p.param(param_indices_[0]), shape(s.size()));
+  if (chunked)
+    chunked_linear_backward_data(k, din, dout, p.param(param_indices_[0]), shape(s.size()).N, out_features_, in_features_,
+                                 kTpChunks, 1);
 }
 
 }  // namespace ringtrain::nn

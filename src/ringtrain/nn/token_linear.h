@@ -9,10 +9,15 @@
 
 namespace ringtrain::nn {
 
+// How the tensor-parallel twin of a TokenLinear splits it (nn/parallel_token_linear.h), so the whole layer
+// sums in the split's order (nn/tp_reduction.h): Column (output features split) chunks its backward-data,
+// Row (input features split) its forward; None: plain GEMMs.
+enum class TpSplit { None, Column, Row };
+
 class TokenLinear : public Layer {
  public:
   TokenLinear(std::string name, int in_features, int out_features, Init weight_init = Init::fan_in_uniform(),
-              Init bias_init = Init::fan_in_uniform());
+              Init bias_init = Init::fan_in_uniform(), TpSplit split = TpSplit::None);
   LayerDescription describe() const override { return {LayerDescription::Kind::TokenLinear}; }
   Shape configure(const Shape& in) override;
   void declare(ParameterSet& params) override;
@@ -26,6 +31,7 @@ class TokenLinear : public Layer {
   ops::LinearShape shape(int N) const { return {int(N * rows_), in_features_, out_features_}; }
   int in_features_, out_features_;
   Init weight_init_, bias_init_;
+  TpSplit split_;
   int64_t rows_ = 0;  // tokens per sample
 };
 

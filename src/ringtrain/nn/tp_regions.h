@@ -11,7 +11,8 @@
 // (f, HeadParallelSelfAttention, g; nn/parallel_attention.h) and MLP (f, ColumnParallelTokenLinear, GELU,
 // RowParallelTokenLinear, g; nn/parallel_token_linear.h). The layers between f and g never communicate,
 // so a region costs one all-reduce forward (g) and one backward (f), each of the region's input size.
-// Both sums run on the group's ring, which leaves the same bits on every rank: the layers after g (and
+// Both sums run on the group's recursive doubling (ring for a T not a power of two), which leaves the same
+// bits on every rank, and one process's bits for vit (nn/tp_reduction.h): the layers after g (and
 // before f) see identical tensors across the group and their replicated parameters stay identical.
 //
 // They run whole batches (one collective a batch) and are therefore meeting points for threads

@@ -22,6 +22,7 @@
 #include "ringtrain/nn/parallel_attention.h"
 #include "ringtrain/nn/parallel_token_linear.h"
 #include "ringtrain/nn/pointwise.h"
+#include "ringtrain/nn/tp_reduction.h"
 #include "ringtrain/nn/token_bias.h"
 #include "ringtrain/nn/token_linear.h"
 #include "ringtrain/nn/tp_regions.h"
@@ -33,12 +34,15 @@ namespace {
 
 constexpr int kImage = 28, kPatch = 7, kLayers = 6, kHeads = kVitHeads, kHidden = 128, kMlp = 512, kClasses = 10;
 constexpr double kLayerNormEps = 1e-6;
+// Attention sums head by head, the MLP in kTpChunks chunks: --tp must divide both (nn/tp_reduction.h).
+static_assert(kHeads == kTpChunks, "vit's split sums: one chunk a head");
 
 // MLPBlock's init: xavier_uniform_ weights, normal_(std=1e-6) biases.
 Init mlp_weight_init(int in, int out) { return Init::uniform(std::sqrt(6.0 / double(in + out))); }
 const Init kMlpBiasInit = Init::normal(1e-6);
-std::unique_ptr<TokenLinear> mlp_linear(const std::string& name, int in, int out) {
-  return std::make_unique<TokenLinear>(name, in, out, mlp_weight_init(in, out), kMlpBiasInit);
+// split: how --tp cuts it, so the whole one sums in the same order (nn/tp_reduction.h).
+std::unique_ptr<TokenLinear> mlp_linear(const std::string& name, int in, int out, TpSplit split) {
+  return std::make_unique<TokenLinear>(name, in, out, mlp_weight_init(in, out), kMlpBiasInit, split);
 }
 
 // Self-attention of a block on ln_1's output (the last value): whole, or split by heads over tp.
@@ -53,9 +57,9 @@ int attention(GraphBuilder& g, const std::string& name, TensorGroup* tp) {
 // MLPBlock on ln_2's output: mlp.0 -> GELU -> mlp.3, whole or split over tp.
 int mlp(GraphBuilder& g, const std::string& name, TensorGroup* tp) {
   if (!tp) {
-    g.add(mlp_linear(name + ".0", kHidden, kMlp));
+    g.add(mlp_linear(name + ".0", kHidden, kMlp, TpSplit::Column));
     g.add(std::make_unique<GELU>(name + ".1"));
-    return g.add(mlp_linear(name + ".3", kMlp, kHidden));
+    return g.add(mlp_linear(name + ".3", kMlp, kHidden, TpSplit::Row));
   }
   g.add(std::make_unique<CopyToTensorGroup>(name + ".copy_to_tp", *tp));
   g.add(std::make_unique<ColumnParallelTokenLinear>(name + ".0", kHidden, kMlp, *tp, std::vector<int64_t>{},

@@ -1,0 +1,103 @@
+#include "ringtrain/nn/tp_reduction.h"
+
+#include <cstring>
+
+#include "ringtrain/core/aligned.h"
+#include "ringtrain/core/error.h"
+
+namespace ringtrain::nn {
+
+namespace {
+// (The message is built only on failure: the passes allocate nothing.)
+void check_chunks(int chunks, int length, const char* what) {
+  if (chunks >= 1 && length % chunks == 0) return;
+  throw Error(std::string("tensor-parallel sum: ") + what + " of " + std::to_string(length) + " cannot be cut into " +
+              std::to_string(chunks) + " equal chunks");
+}
+
+// parts[0] = the pairwise tree of parts[0..chunks) (each n floats): ((p0 + p1) + (p2 + p3)) for 4,
+// ((p0 + p1) + p2) for 3.
+void tree_sum(float* parts, int chunks, std::size_t n) {
+  for (int stride = 1; stride < chunks; stride *= 2)
+    for (int c = 0; c + stride < chunks; c += 2 * stride) {
+      float* a = parts + std::size_t(c) * n;
+      const float* b = parts + std::size_t(c + stride) * n;
+      for (std::size_t i = 0; i < n; ++i) a[i] += b[i];
+    }
+}
+
+// Buffers only grow (AlignedBuffer::resize reallocates): the passes allocate nothing once warm.
+void grow(AlignedBuffer<float>& b, std::size_t n) {
+  if (b.size() < n) b.resize(n);
+}
+
+// One thread's scratch: a chunk's inputs and weights, the chunks' partial sums.
+struct ChunkScratch {
+  AlignedBuffer<float> x, w, parts;
+};
+thread_local ChunkScratch scratch;
+
+void add_bias(float* out, const float* bias, int rows, int O) {
+  for (int r = 0; r < rows; ++r)
+    for (int o = 0; o < O; ++o) out[std::size_t(r) * O + o] += bias[o];
+}
+}  // namespace
+
+void chunked_linear_forward(const ops::KernelTable& k, float* out, const float* x, const float* W, const float* bias,
+                            int rows, int I, int O, int chunks) {
+  ChunkScratch& s = scratch;
+  check_chunks(chunks, I, "input features");
+  const int Ic = I / chunks;
+  const std::size_t n = std::size_t(rows) * O;
+  grow(s.x, std::size_t(rows) * Ic);
+  grow(s.w, std::size_t(O) * Ic + std::size_t(O));  // the chunk's weight columns, then O zeros (no bias)
+  grow(s.parts, chunks > 1 ? n * std::size_t(chunks) : 0);
+  float* zero = s.w.data() + std::size_t(O) * Ic;
+  std::memset(zero, 0, std::size_t(O) * sizeof(float));
+  for (int c = 0; c < chunks; ++c) {
+    for (int r = 0; r < rows; ++r)
+      std::memcpy(s.x.data() + std::size_t(r) * Ic, x + std::size_t(r) * I + std::size_t(c) * Ic, Ic * sizeof(float));
+    for (int o = 0; o < O; ++o)
+      std::memcpy(s.w.data() + std::size_t(o) * Ic, W + std::size_t(o) * I + std::size_t(c) * Ic, Ic * sizeof(float));
+    k.linear_forward(chunks > 1 ? s.parts.data() + std::size_t(c) * n : out, s.x.data(), s.w.data(), zero,
+                     {rows, Ic, O});
+  }
+  if (chunks > 1) {
+    tree_sum(s.parts.data(), chunks, n);
+    std::memcpy(out, s.parts.data(), n * sizeof(float));
+  }
+  if (bias) add_bias(out, bias, rows, O);
+}
+
+void chunked_linear_backward_data(const ops::KernelTable& k, float* din, const float* dout, const float* W, int rows,
+                                  int O, int I, int chunks, int groups) {
+  ChunkScratch& s = scratch;
+  if (groups < 1 || O % groups != 0) throw Error("tensor-parallel sum: output features not in equal groups");
+  check_chunks(chunks, O / groups, "output features per group");
+  const int block = O / groups / chunks, Oc = block * groups;  // a chunk: `groups` blocks of `block` features
+  const std::size_t n = std::size_t(rows) * I;
+  grow(s.x, std::size_t(rows) * Oc);
+  grow(s.w, std::size_t(I) * Oc + std::size_t(I));  // the chunk's weight rows transposed [I, Oc], then zeros
+  grow(s.parts, chunks > 1 ? n * std::size_t(chunks) : 0);
+  float* zero = s.w.data() + std::size_t(I) * Oc;
+  std::memset(zero, 0, std::size_t(I) * sizeof(float));
+  for (int c = 0; c < chunks; ++c) {
+    for (int g = 0; g < groups; ++g) {
+      const int from = g * (O / groups) + c * block;  // this group's block of chunk c
+      for (int r = 0; r < rows; ++r)
+        std::memcpy(s.x.data() + std::size_t(r) * Oc + std::size_t(g) * block, dout + std::size_t(r) * O + from,
+                    block * sizeof(float));
+      for (int j = 0; j < block; ++j)
+        for (int i = 0; i < I; ++i) s.w[std::size_t(i) * Oc + std::size_t(g) * block + j] = W[std::size_t(from + j) * I + i];
+    }
+    // din_c [rows, I] = dout_c [rows, Oc] W_c [Oc, I]: a linear forward with weight W_c^T [I, Oc].
+    k.linear_forward(chunks > 1 ? s.parts.data() + std::size_t(c) * n : din, s.x.data(), s.w.data(), zero,
+                     {rows, Oc, I});
+  }
+  if (chunks > 1) {
+    tree_sum(s.parts.data(), chunks, n);
+    std::memcpy(din, s.parts.data(), n * sizeof(float));
+  }
+}
+
+}  // namespace ringtrain::nn
