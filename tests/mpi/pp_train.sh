@@ -142,7 +142,8 @@ for fault in hang kill; do
   [ $fault = hang ] && { grep -q "in the pipeline group (world rank 0)" "$WORK/f.log" && pass || fail "the message does not name the group"; }
 done
 # The same in a pp 2 x tp 2 grid (world rank 3: stage 1, tensor rank 1): its tensor-group peer names it and
-# the all-reduce, the stage before names the point-to-point wait; a killed one: mpirun's report names it.
+# the all-reduce, the stage before names the point-to-point wait; a killed one: mpirun's report names it,
+# and the ranks it then stops say what they were waiting in (the watchdog's SIGTERM report).
 for fault in hang kill; do
   var=RINGTRAIN_FAULT_HANG; [ $fault = kill ] && var=RINGTRAIN_FAULT_KILL
   start=$(date +%s)
@@ -154,6 +155,12 @@ for fault in hang kill; do
   echo "  pp 2 x tp 2, $fault: rc $rc after ${elapsed}s: $(grep -Eo "$want" "$WORK/f4.log" | head -1)"
   [ $rc != 0 ] && [ $rc != 124 ] && [ $elapsed -lt 40 ] && grep -Eq "$want" "$WORK/f4.log" && pass ||
     { fail "pp 2 x tp 2 with a $fault rank: rc $rc after ${elapsed}s"; tail -5 "$WORK/f4.log"; }
+  # Killed: the ranks mpirun then stops (SIGTERM) say what they were waiting in; one names world rank 3.
+  stopped="stopped by the launcher \(signal 15: another rank of the job failed\) while waiting in [a-z -]+[a-z_ ]+\(.*world rank 3\)"
+  if [ $fault = kill ]; then
+    echo "  $(grep -Eo "$stopped" "$WORK/f4.log" | head -1)"
+    grep -Eq "$stopped" "$WORK/f4.log" && pass || { fail "pp 2 x tp 2 kill: no rank says what it waited in"; grep "^ringtrain" "$WORK/f4.log"; }
+  fi
 done
 
 expect_error "pp 3 of 2 ranks" "--pp 3 does not divide the world of 2" "$RINGTRAIN" train $B $L48 --pp 3 --nproc 2

@@ -5,7 +5,9 @@
 // A timeout <= 0 disables it. Only time inside collectives counts: slow compute is never a hang.
 // Point-to-point waits (pipeline stages) are watched the same way (arm_p2p), their message naming the peer;
 // a watchdog of a sub-group (the process grid's tensor, data-parallel and pipeline groups) says which group
-// and which world rank it is (set_group).
+// and which world rank it is (set_group). While one runs, SIGTERM (mpirun's way of stopping the other ranks
+// when one dies) makes each watchdog print what its rank was waiting in, naming the peers, before the
+// process exits with 128 + 15: the job's output then says which operation the death interrupted.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -65,6 +67,11 @@ class Watchdog {
   };
   static constexpr int kSlots = 16;
   Guard claim(const Armed& a);  // a free slot for a, or an unwatched guard when all are taken
+  // "collective allreduce_sum(float x 17408, rd)", "point-to-point recv ...(N bytes) with rank 1 (world rank 3)"
+  std::string describe(const Armed& a) const;
+  // SIGTERM while a watchdog runs: recorded, answered by run() (what was waited in, then exit 128 + 15).
+  static void install_terminate_handler();
+  static void remove_terminate_handler();
   void disarm(uint64_t slot);
   void run();
 

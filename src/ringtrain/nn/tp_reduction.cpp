@@ -15,14 +15,30 @@ void check_chunks(int chunks, int length, const char* what) {
               std::to_string(chunks) + " equal chunks");
 }
 
-// parts[0] = the pairwise tree of parts[0..chunks) (each n floats): ((p0 + p1) + (p2 + p3)) for 4,
-// ((p0 + p1) + p2) for 3.
-void tree_sum(float* parts, int chunks, std::size_t n) {
+// out = the pairwise tree of parts[0..chunks) (each n floats; ((p0 + p1) + (p2 + p3)) for 4, ((p0 + p1) +
+// p2) for 3), + bias (O floats a row, null: none) after it: one pass for 2 and 4 chunks, the usual cases.
+void tree_sum(float* out, float* parts, int chunks, std::size_t n, const float* bias, int O) {
+  const std::size_t rows = n / std::size_t(O);
+  const float *p0 = parts, *p1 = parts + n, *p2 = parts + 2 * n, *p3 = parts + 3 * n;
+  if (chunks == 4 || chunks == 2) {
+    for (std::size_t r = 0; r < rows; ++r)
+      for (int o = 0; o < O; ++o) {
+        const std::size_t i = r * std::size_t(O) + o;
+        const float t = chunks == 4 ? (p0[i] + p1[i]) + (p2[i] + p3[i]) : p0[i] + p1[i];
+        out[i] = bias ? t + bias[o] : t;
+      }
+    return;
+  }
   for (int stride = 1; stride < chunks; stride *= 2)
     for (int c = 0; c + stride < chunks; c += 2 * stride) {
       float* a = parts + std::size_t(c) * n;
       const float* b = parts + std::size_t(c + stride) * n;
       for (std::size_t i = 0; i < n; ++i) a[i] += b[i];
+    }
+  for (std::size_t r = 0; r < rows; ++r)
+    for (int o = 0; o < O; ++o) {
+      const std::size_t i = r * std::size_t(O) + o;
+      out[i] = bias ? parts[i] + bias[o] : parts[i];
     }
 }
 
@@ -31,16 +47,13 @@ void grow(AlignedBuffer<float>& b, std::size_t n) {
   if (b.size() < n) b.resize(n);
 }
 
-// One thread's scratch: a chunk's inputs and weights, the chunks' partial sums.
+// One thread's scratch: a chunk's inputs and weights, the chunks' partial sums, and zeros (grown zeroed,
+// never written: a bias of nothing).
 struct ChunkScratch {
-  AlignedBuffer<float> x, w, parts;
+  AlignedBuffer<float> x, w, parts, zeros;
 };
 thread_local ChunkScratch scratch;
 
-void add_bias(float* out, const float* bias, int rows, int O) {
-  for (int r = 0; r < rows; ++r)
-    for (int o = 0; o < O; ++o) out[std::size_t(r) * O + o] += bias[o];
-}
 }  // namespace
 
 void chunked_linear_forward(const ops::KernelTable& k, float* out, const float* x, const float* W, const float* bias,
@@ -49,6 +62,12 @@ void chunked_linear_forward(const ops::KernelTable& k, float* out, const float* 
   check_chunks(chunks, I, "input features");
   const int Ic = I / chunks;
   const std::size_t n = std::size_t(rows) * O;
+  if (chunks == 1) {  // one chunk (a rank holding one head's share): no copies, the bias after the sum
+    grow(s.zeros, std::size_t(O));
+    k.linear_forward(out, x, W, s.zeros.data(), {rows, I, O});
+    if (bias) tree_sum(out, out, 1, n, bias, O);
+    return;
+  }
   grow(s.x, std::size_t(rows) * Ic);
   grow(s.w, std::size_t(O) * Ic + std::size_t(O));  // the chunk's weight columns, then O zeros (no bias)
   grow(s.parts, chunks > 1 ? n * std::size_t(chunks) : 0);
@@ -62,11 +81,10 @@ void chunked_linear_forward(const ops::KernelTable& k, float* out, const float* 
     k.linear_forward(chunks > 1 ? s.parts.data() + std::size_t(c) * n : out, s.x.data(), s.w.data(), zero,
                      {rows, Ic, O});
   }
-  if (chunks > 1) {
-    tree_sum(s.parts.data(), chunks, n);
-    std::memcpy(out, s.parts.data(), n * sizeof(float));
-  }
-  if (bias) add_bias(out, bias, rows, O);
+  if (chunks > 1)
+    tree_sum(out, s.parts.data(), chunks, n, bias, O);
+  else if (bias)
+    tree_sum(out, out, 1, n, bias, O);
 }
 
 void chunked_linear_backward_data(const ops::KernelTable& k, float* din, const float* dout, const float* W, int rows,
@@ -94,10 +112,7 @@ void chunked_linear_backward_data(const ops::KernelTable& k, float* din, const f
     k.linear_forward(chunks > 1 ? s.parts.data() + std::size_t(c) * n : din, s.x.data(), s.w.data(), zero,
                      {rows, Oc, I});
   }
-  if (chunks > 1) {
-    tree_sum(s.parts.data(), chunks, n);
-    std::memcpy(din, s.parts.data(), n * sizeof(float));
-  }
+  if (chunks > 1) tree_sum(din, s.parts.data(), chunks, n, nullptr, I);
 }
 
 }  // namespace ringtrain::nn
