@@ -19,8 +19,9 @@ void check_chunks(int chunks, int length, const char* what) {
 // p2) for 3), + bias (O floats a row, null: none) after it: one pass for 2 and 4 chunks, the usual cases.
 void tree_sum(float* out, float* parts, int chunks, std::size_t n, const float* bias, int O) {
   const std::size_t rows = n / std::size_t(O);
-  const float *p0 = parts, *p1 = parts + n, *p2 = parts + 2 * n, *p3 = parts + 3 * n;
   if (chunks == 4 || chunks == 2) {
+    const float *p0 = parts, *p1 = parts + n;
+    const float *p2 = chunks == 4 ? parts + 2 * n : nullptr, *p3 = chunks == 4 ? parts + 3 * n : nullptr;
     for (std::size_t r = 0; r < rows; ++r)
       for (int o = 0; o < O; ++o) {
         const std::size_t i = r * std::size_t(O) + o;
