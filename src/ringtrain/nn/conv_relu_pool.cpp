@@ -26,6 +26,11 @@ void Conv2dReluPool::chain_to(Conv2dReluPool& next) {
   next.prev_ = this;
 }
 
+void Conv2dReluPool::drop_links_outside(const std::function<bool(const Layer*)>& inside) {
+  if (next_ && !inside(next_)) next_ = nullptr;
+  if (prev_ && !inside(prev_)) prev_ = nullptr;
+}
+
 bool Conv2dReluPool::blocked_out(const ops::KernelTable& k, int N) const {
   return next_ && k.conv2d_relu_pool_forward && k.conv2d_relu_pool_blocked && k.conv2d_relu_pool_blocked(shape(N)) &&
          k.conv2d_relu_pool_blocked(next_->shape(N));

@@ -37,6 +37,8 @@ class Conv2dReluPool : public Layer {
   // no transposes out of one kernel and back into the next, half the bytes. The layers' results are the same
   // bits either way. next must outlive this layer.
   void chain_to(Conv2dReluPool& next);
+  // A pipeline cut between two chained layers unchains them: the activation then crosses in the plain layout.
+  void drop_links_outside(const std::function<bool(const Layer*)>& inside) override;
 
  private:
   // Whether the activation to next_ (from prev_) is blocked for a batch (slice) of N with table k.

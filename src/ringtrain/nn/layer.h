@@ -8,6 +8,7 @@
 // Model sums the gradient of a value that several layers read.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -87,6 +88,9 @@ class Layer {
                                const float* dout, float* const* din, const Slice& s);
   // Indices into the ParameterSet of the parameters this layer owns.
   const std::vector<int>& param_indices() const { return param_indices_; }
+  // Model::cut: a layer linked to others (Conv2dReluPool::chain_to) forgets those that do not move into
+  // the stage with it (inside(l) is false): they are freed with the rest of the whole model.
+  virtual void drop_links_outside(const std::function<bool(const Layer*)>& inside) {}
 
   // ---- threads (Model::set_threads) ----
   // A layer that can run on slices of a batch overrides the members below; the model then runs every

@@ -60,6 +60,14 @@ std::unique_ptr<Model> Model::cut(Model&& whole, int begin, int end) {
   const int L = int(whole.layers_.size());
   check(begin >= 0 && begin < end && end <= L, "model: stage [" + std::to_string(begin) + ", " + std::to_string(end) +
                                                    ") is not a non-empty range of the " + std::to_string(L) + " nodes");
+  // Layers linked across the cut (LeNet-5's conv1 -> conv2 blocked activation) forget the partner that
+  // stays behind (freed with whole).
+  const auto inside = [&](const Layer* l) {
+    for (int i = begin; i < end; ++i)
+      if (whole.layers_[std::size_t(i)].get() == l) return true;
+    return false;
+  };
+  for (int i = begin; i < end; ++i) whole.layers_[std::size_t(i)]->drop_links_outside(inside);
   std::vector<Node> nodes;
   for (int i = begin; i < end; ++i) {
     std::vector<int> in;
