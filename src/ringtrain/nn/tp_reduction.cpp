@@ -70,22 +70,17 @@ void chunked_linear_forward(const ops::KernelTable& k, float* out, const float* 
     return;
   }
   grow(s.x, std::size_t(rows) * Ic);
-  grow(s.w, std::size_t(O) * Ic + std::size_t(O));  // the chunk's weight columns, then O zeros (no bias)
-  grow(s.parts, chunks > 1 ? n * std::size_t(chunks) : 0);
-  float* zero = s.w.data() + std::size_t(O) * Ic;
-  std::memset(zero, 0, std::size_t(O) * sizeof(float));
+  grow(s.w, std::size_t(O) * Ic);  // the chunk's weight columns
+  grow(s.parts, n * std::size_t(chunks));
+  grow(s.zeros, std::size_t(O));
   for (int c = 0; c < chunks; ++c) {
     for (int r = 0; r < rows; ++r)
       std::memcpy(s.x.data() + std::size_t(r) * Ic, x + std::size_t(r) * I + std::size_t(c) * Ic, Ic * sizeof(float));
     for (int o = 0; o < O; ++o)
       std::memcpy(s.w.data() + std::size_t(o) * Ic, W + std::size_t(o) * I + std::size_t(c) * Ic, Ic * sizeof(float));
-    k.linear_forward(chunks > 1 ? s.parts.data() + std::size_t(c) * n : out, s.x.data(), s.w.data(), zero,
-                     {rows, Ic, O});
+    k.linear_forward(s.parts.data() + std::size_t(c) * n, s.x.data(), s.w.data(), s.zeros.data(), {rows, Ic, O});
   }
-  if (chunks > 1)
-    tree_sum(out, s.parts.data(), chunks, n, bias, O);
-  else if (bias)
-    tree_sum(out, out, 1, n, bias, O);
+  tree_sum(out, s.parts.data(), chunks, n, bias, O);
 }
 
 void chunked_linear_backward_data(const ops::KernelTable& k, float* din, const float* dout, const float* W, int rows,
@@ -96,10 +91,9 @@ void chunked_linear_backward_data(const ops::KernelTable& k, float* din, const f
   const int block = O / groups / chunks, Oc = block * groups;  // a chunk: `groups` blocks of `block` features
   const std::size_t n = std::size_t(rows) * I;
   grow(s.x, std::size_t(rows) * Oc);
-  grow(s.w, std::size_t(I) * Oc + std::size_t(I));  // the chunk's weight rows transposed [I, Oc], then zeros
+  grow(s.w, std::size_t(I) * Oc);  // the chunk's weight rows transposed [I, Oc]
   grow(s.parts, chunks > 1 ? n * std::size_t(chunks) : 0);
-  float* zero = s.w.data() + std::size_t(I) * Oc;
-  std::memset(zero, 0, std::size_t(I) * sizeof(float));
+  grow(s.zeros, std::size_t(I));
   for (int c = 0; c < chunks; ++c) {
     for (int g = 0; g < groups; ++g) {
       const int from = g * (O / groups) + c * block;  // this group's block of chunk c
@@ -110,7 +104,7 @@ void chunked_linear_backward_data(const ops::KernelTable& k, float* din, const f
         for (int i = 0; i < I; ++i) s.w[std::size_t(i) * Oc + std::size_t(g) * block + j] = W[std::size_t(from + j) * I + i];
     }
     // din_c [rows, I] = dout_c [rows, Oc] W_c [Oc, I]: a linear forward with weight W_c^T [I, Oc].
-    k.linear_forward(chunks > 1 ? s.parts.data() + std::size_t(c) * n : din, s.x.data(), s.w.data(), zero,
+    k.linear_forward(chunks > 1 ? s.parts.data() + std::size_t(c) * n : din, s.x.data(), s.w.data(), s.zeros.data(),
                      {rows, Oc, I});
   }
   if (chunks > 1) tree_sum(din, s.parts.data(), chunks, n, nullptr, I);
