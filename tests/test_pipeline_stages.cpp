@@ -16,6 +16,7 @@
 #include "ringtrain/core/error.h"
 #include "ringtrain/core/rng.h"
 #include "ringtrain/nn/models/zoo.h"
+#include "ringtrain/nn/node_timing.h"
 #include "ringtrain/nn/pipeline_stages.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/train/pipeline_schedule.h"
@@ -105,6 +106,42 @@ TEST(PipelineStages, BalancedCutIsTheBestOne) {
   const nn::StageCut c = nn::balanced_cut(*vit, 2);
   const double a = nn::stage_cost(*vit, c, 0), b = nn::stage_cost(*vit, c, 1);
   EXPECT_LT(std::max(a, b) / std::min(a, b), 1.25);
+}
+
+// --pp-balance time: the same search on node costs given from outside (measured seconds).
+TEST(PipelineStages, BalancedCutFollowsGivenNodeCosts) {
+  auto m = nn::make_model("lenet5");  // every node boundary is a chain point
+  const int L = int(m->layers().size());
+  std::vector<double> cost(std::size_t(L), 1.0);
+  EXPECT_EQ(nn::balanced_cut(*m, cost, 2).begin(1), L / 2);  // equal nodes: the middle (ties: the earlier cut)
+  cost[0] = double(L);  // one node as heavy as all others together: it is a stage of its own
+  EXPECT_EQ(nn::balanced_cut(*m, cost, 2).begins, (std::vector<int>{0, 1, L}));
+  cost[0] = 1.0;
+  cost[std::size_t(L) - 1] = double(L);
+  EXPECT_EQ(nn::balanced_cut(*m, cost, 2).begins, (std::vector<int>{0, L - 1, L}));
+  // The model's own costs through this entry give the cost-balanced cut.
+  std::vector<double> own(static_cast<std::size_t>(L));
+  for (int i = 0; i < L; ++i) own[std::size_t(i)] = m->node_cost(std::size_t(i));
+  EXPECT_EQ(nn::balanced_cut(*m, own, 3).begins, nn::balanced_cut(*m, 3).begins);
+  EXPECT_NE(error_of([&] { nn::balanced_cut(*m, std::vector<double>(3, 1.0), 2); }).find("3 node costs for a model of"),
+            std::string::npos);
+  const std::string d = nn::describe_cut(*m, nn::StageCut{{0, 1, L}}, std::vector<double>(std::size_t(L), 1e-3));
+  EXPECT_NE(d.find("stage 1: nodes 1-"), std::string::npos) << d;
+  EXPECT_NE(d.find("of the measured time (" + std::to_string(L - 1) + ".00 ms a micro-batch)"), std::string::npos) << d;
+}
+
+// nn/node_timing.h: one positive time a node; the whole model's costliest node is a convolution or a
+// linear, never a ReLU (resnet18: its nodes differ by orders of magnitude, far past timing noise).
+TEST(PipelineStages, NodeTimesCoverEveryNode) {
+  auto m = nn::make_model("resnet18");
+  m->init_parameters(1);
+  const std::vector<double> t = nn::time_nodes(*m, ops::kernels_for(ops::default_isa()), 2, 1);
+  ASSERT_EQ(t.size(), m->layers().size());
+  for (double s : t) EXPECT_GT(s, 0.0);
+  const std::size_t worst = std::size_t(std::max_element(t.begin(), t.end()) - t.begin());
+  const std::string& name = m->layers()[worst]->name();
+  EXPECT_EQ(name.find("relu"), std::string::npos) << name;
+  EXPECT_NE(error_of([&] { nn::time_nodes(*m, ops::kernels_for(ops::default_isa()), 0, 1); }), "");
 }
 
 TEST(PipelineStages, BadCutsAreOneLineErrors) {

@@ -15,7 +15,9 @@
 #  - a hung stage: the other ends the job through its watchdog within --timeout, naming the peer rank, the
 #    pipeline group and the point-to-point operation; a killed one ends it too (mpirun's report); the same
 #    for one rank of a pp 2 x tp 2 grid (its tensor-group peer names it and the all-reduce);
-#  - bad --pp / --pp-split / --pp-schedule: one-line errors before any work.
+#  - the cut: balanced by node times measured at start (the default), or by the cost counts (--pp-balance
+#    cost), named in the pipeline line;
+#  - bad --pp / --pp-split / --pp-balance / --pp-schedule: one-line errors before any work.
 # Environment (as tests/cli): RINGTRAIN (binary), PYTHON, TESTS_DIR (tests/cli), MPIEXEC.
 set -u
 source "$TESTS_DIR/lib.sh"
@@ -44,7 +46,8 @@ train 2 "$WORK/a.log" $L48 --pp 2 --micro-batches 4 --save "$WORK/a.st" --checkp
 train 0 "$WORK/b.log" $L48 --micro-batches 4 --save "$WORK/b.st"
 expect_same "lenet5 pp 2 1f1b M=4 vs one process M=4" "$WORK/a.st" "$WORK/b.st"
 grep -q "dp 1 x pp 2 x tp 1" "$WORK/a.log" && pass || fail "header does not name the dp 1 x pp 2 x tp 1 grid"
-grep -q "^pipeline: 1f1b, 4 micro-batch(es) of 12; stage 0: nodes 0-" "$WORK/a.log" && pass || fail "no pipeline line"
+grep -q "^pipeline: 1f1b, 4 micro-batch(es) of 12; stage 0: nodes 0-.* of the measured time (" "$WORK/a.log" && pass ||
+  fail "no pipeline line (the default --pp-balance time)"
 grep -q "^pipeline stage 1 (world rank 1): .*1 micro-batch(es) in flight at most (1f1b" "$WORK/a.log" &&
   grep -q "^pipeline stage 0 (world rank 0): .*2 micro-batch(es) in flight at most" "$WORK/a.log" && pass ||
   { fail "memory report: 1f1b in flight"; grep "^pipeline" "$WORK/a.log"; }
@@ -57,7 +60,9 @@ a=$(acc_of "$WORK/a.log")
 "$RINGTRAIN" eval --checkpoint "$WORK/a.st" --data "$WORK/toy" > "$WORK/a_eval.log" 2>&1 || fail "eval of the pp 2 checkpoint exited $?"
 [ "$a" = "$(acc_of "$WORK/a_eval.log")" ] && pass || fail "pp 2 run printed $a%, one-process eval of its checkpoint $(acc_of "$WORK/a_eval.log")%"
 
-train 2 "$WORK/g.log" $L48 --pp 2 --pp-schedule gpipe --micro-batches 3 --save "$WORK/g.st"
+train 2 "$WORK/g.log" $L48 --pp 2 --pp-schedule gpipe --pp-balance cost --micro-batches 3 --save "$WORK/g.st"
+grep -q "^pipeline: gpipe, 3 micro-batch(es) of 16; stage 0: nodes 0-.* of the cost; stage 1" "$WORK/g.log" && pass ||
+  fail "--pp-balance cost: no cost-balanced pipeline line"
 train 0 "$WORK/g1.log" $L48 --micro-batches 3 --save "$WORK/g1.st"
 expect_same "lenet5 pp 2 gpipe M=3 vs one process M=3" "$WORK/g.st" "$WORK/g1.st"
 grep -q "^pipeline in flight: micro-batches at most stage 0 3 (bound 3), stage 1 3 (bound 3)" "$WORK/g.log" && pass ||
@@ -66,12 +71,13 @@ train 2 "$WORK/u.log" $L48 --pp 2 --pp-split 1 --micro-batches 4 --save "$WORK/u
 grep -q "stage 0: nodes 0-0 (conv1 .. conv1)" "$WORK/u.log" && pass || fail "--pp-split 1 did not cut after conv1"
 expect_same "lenet5 pp 2 split after conv1 vs one process" "$WORK/u.st" "$WORK/b.st"
 
-# --precision bf16: the messages carry bf16 (half the bytes of the fp32 run's); the stages then compute on
+# --precision bf16: the messages carry bf16 (half the bytes of the fp32 run's with the same cut: both
+# balanced by cost, as measured times may cut elsewhere run to run); the stages then compute on
 # rounded boundary values where one process keeps fp32, so the weights are close to, not equal to, one
 # bf16 process's (per tensor ||a-b|| / ||a||, tests/cli/tensor_rel.py; bound 2e-2, measured below).
-train 2 "$WORK/h.log" $L48 --pp 2 --micro-batches 4 --precision bf16 --save "$WORK/h.st"
+train 2 "$WORK/h.log" $L48 --pp 2 --pp-balance cost --micro-batches 4 --precision bf16 --save "$WORK/h.st"
 bytes() { sed -n "s/^pipeline messages ($2): bytes sent a step stage 0 \([0-9]*\), stage 1 \([0-9]*\)$/\1 \2/p" "$1"; }
-read -r f0 f1 <<<"$(bytes "$WORK/a.log" fp32)"; read -r h0 h1 <<<"$(bytes "$WORK/h.log" bf16)"
+read -r f0 f1 <<<"$(bytes "$WORK/g.log" fp32)"; read -r h0 h1 <<<"$(bytes "$WORK/h.log" bf16)"
 echo "  message bytes a step: fp32 $f0 $f1, bf16 $h0 $h1"
 [ -n "$f0" ] && [ -n "$h0" ] && [ "$f0" -gt 0 ] && [ $((2 * h0)) = "$f0" ] && [ $((2 * h1)) = "$f1" ] && pass ||
   fail "bf16 messages are not half the fp32 bytes ($f0 $f1 vs $h0 $h1)"
@@ -169,5 +175,7 @@ expect_error "pp-split past the end" "--pp-split '99': node 99 does not start a 
 expect_error "pp-split count" "gives 3 stage(s), --pp is 2" "$RINGTRAIN" train $B $L48 --pp 2 --pp-split 1,2
 expect_error "pp-split inside a block" "is not a chain point" "$RINGTRAIN" train $B --model resnet18 --pp 2 --pp-split 5
 expect_error "pp-split without pp" "need --pp 2 or more" "$RINGTRAIN" train $B $L48 --pp-split 1
+expect_error "pp-balance value" "--pp-balance must be time or cost, got 'fast'" "$RINGTRAIN" train $B $L48 --pp 2 --pp-balance fast
+expect_error "pp-balance with pp-split" "--pp-balance contradicts --pp-split" "$RINGTRAIN" train $B $L48 --pp 2 --pp-split 1 --pp-balance time
 expect_error "pp-schedule" "--pp-schedule must be gpipe or 1f1b" "$RINGTRAIN" train $B $L48 --pp 2 --pp-schedule zb
 finish

@@ -28,6 +28,7 @@
 #include "ringtrain/train/checkpoint.h"
 #include "ringtrain/train/memory_report.h"
 #include "ringtrain/train/overlap_trial.h"
+#include "ringtrain/train/pipeline_balance.h"
 #include "ringtrain/train/pp_checkpoint.h"
 #include "ringtrain/train/tp_checkpoint.h"
 #include "ringtrain/train/progress.h"
@@ -95,6 +96,8 @@ Options train_options() {
                    "activations passed between them (--pp x --tp must divide the ranks; dp = ranks / (pp x tp))");
   o.add("pp-split", "", "--pp: the node indices where stages 2..P start, comma-separated, each a chain point "
                         "(empty: balanced by the layers' cost)");
+  o.add("pp-balance", "time", "--pp without --pp-split: balance the stages by node times measured at start on the "
+                              "ranks that run them (time) or by the layers' cost counts (cost: the same cut every run)");
   o.add("pp-schedule", "1f1b", "--pp: the micro-batches' order on a stage: 1f1b (at most P in flight) | gpipe "
                                "(all forwards, then all backwards)");
   o.add_flag("drop-last", "drop the samples that do not divide by the number of ranks (else pad, as PyTorch)");
@@ -218,8 +221,13 @@ int train_command(int argc, char** argv, int first) {
   const int64_t pp = opt.integer("pp", 1, 4096);
   const std::string pp_split = opt.str("pp-split");
   train::parse_pp_schedule(opt.str("pp-schedule"));
-  check(pp > 1 || (!opt.given("pp-split") && !opt.given("pp-schedule")),
-        "--pp-split and --pp-schedule need --pp 2 or more (a pipeline of one stage has no cut and no schedule)");
+  const std::string pp_balance = opt.str("pp-balance");
+  check(pp_balance == "time" || pp_balance == "cost", "--pp-balance must be time or cost, got '" + pp_balance + "'");
+  check(pp > 1 || (!opt.given("pp-split") && !opt.given("pp-schedule") && !opt.given("pp-balance")),
+        "--pp-split, --pp-balance and --pp-schedule need --pp 2 or more (a pipeline of one stage has no cut and no "
+        "schedule)");
+  check(!opt.given("pp-split") || !opt.given("pp-balance"),
+        "--pp-balance contradicts --pp-split (the split sets the cut by hand)");
   std::unique_ptr<nn::Model> probe;  // the whole model whose node indices --pp-split names
   nn::StageCut cut;
   if (pp > 1) {
@@ -348,6 +356,12 @@ int train_command(int argc, char** argv, int first) {
     if (mpi && mpi->hosts() > 1) config.reducer.progress_interval_s = 500e-6;
   }
   data::Dataset dataset = data::load_dataset(opt.str("data"));
+  train::MeasuredCut measured;  // --pp-balance time: the cut from node times measured on the stages' ranks
+  if (pp > 1 && pp_split.empty() && pp_balance == "time") {
+    measured = train::measured_cut(model_name, kernels, config.batch_size / config.micro_batches,
+                                   int(pp), comm);
+    cut = measured.cut;
+  }
   auto model = tp > 1 ? nn::make_model_tp(model_name, grid->tensor_group()) : nn::make_model(model_name);
   nn::StageCut mine;  // --pp: this rank's stage of the model as built (vit under --tp has more nodes)
   if (pp > 1) {  // this rank keeps its stage's nodes and parameters only
@@ -402,7 +416,9 @@ int train_command(int argc, char** argv, int first) {
 
   if (pp > 1 && comm.rank() == 0)
     std::cout << "pipeline: " << config.pp_schedule << ", " << config.micro_batches << " micro-batch(es) of "
-              << config.batch_size / config.micro_batches << "; " << nn::describe_cut(*probe, cut) << std::endl;
+              << config.batch_size / config.micro_batches << "; "
+              << (measured.seconds.empty() ? nn::describe_cut(*probe, cut) : nn::describe_cut(*probe, cut, measured.seconds))
+              << std::endl;
   {  // what each rank holds (rank 0's table; one line a rank when the split is uneven)
     const train::MemoryTotals mine = train::memory_totals(model->params());
     std::vector<int64_t> held(std::size_t(comm.size()), 0);

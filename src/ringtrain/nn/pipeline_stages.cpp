@@ -40,8 +40,16 @@ double stage_cost(const Model& model, const StageCut& cut, int s) {
 }
 
 StageCut balanced_cut(const Model& model, int P) {
+  std::vector<double> cost(model.layers().size());
+  for (std::size_t i = 0; i < cost.size(); ++i) cost[i] = model.node_cost(i);
+  return balanced_cut(model, cost, P);
+}
+
+StageCut balanced_cut(const Model& model, const std::vector<double>& node_costs, int P) {
   const int L = int(model.layers().size());
   check(P >= 1, "--pp must be at least 1, got " + std::to_string(P));
+  check(int(node_costs.size()) == L, "pipeline: " + std::to_string(node_costs.size()) + " node costs for a model of " +
+                                         std::to_string(L) + " nodes");
   const std::vector<int> points = chain_points(model);
   check(P - 1 <= int(points.size()), "--pp " + std::to_string(P) + ": " + model.name() + " has only " +
                                          std::to_string(points.size()) + " chain point(s) to cut at, so at most " +
@@ -51,7 +59,7 @@ StageCut balanced_cut(const Model& model, int P) {
   at.insert(at.end(), points.begin(), points.end());
   at.push_back(L);
   std::vector<double> prefix(std::size_t(L) + 1, 0.0);
-  for (int i = 0; i < L; ++i) prefix[std::size_t(i) + 1] = prefix[std::size_t(i)] + model.node_cost(std::size_t(i));
+  for (int i = 0; i < L; ++i) prefix[std::size_t(i) + 1] = prefix[std::size_t(i)] + node_costs[std::size_t(i)];
   const int C = int(at.size());
   // best[k][j]: the smallest largest stage cost of k stages covering nodes [0, at[j]); from[k][j] the cut.
   const double inf = std::numeric_limits<double>::infinity();
@@ -113,19 +121,44 @@ StageCut stage_cut(const Model& model, int P, const std::string& split) {
   return split.empty() ? balanced_cut(model, P) : parse_cut(split, model, P);
 }
 
-std::string describe_cut(const Model& model, const StageCut& cut) {
-  double total = 0.0;
-  for (int s = 0; s < cut.stages(); ++s) total += stage_cost(model, cut, s);
+namespace {
+// "stage 0: nodes 0-11 (conv1 .. layer2.1.relu2), <share(s)>; stage 1: ...".
+template <typename Share>
+std::string describe_stages(const Model& model, const StageCut& cut, const Share& share) {
   std::string out;
   for (int s = 0; s < cut.stages(); ++s) {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%sstage %d: nodes %d-%d (%s .. %s), %.1f%% of the cost", s ? "; " : "", s,
-                  cut.begin(s), cut.end(s) - 1, model.layers()[std::size_t(cut.begin(s))]->name().c_str(),
-                  model.layers()[std::size_t(cut.end(s)) - 1]->name().c_str(),
-                  total > 0 ? 100.0 * stage_cost(model, cut, s) / total : 0.0);
-    out += buf;
+    std::snprintf(buf, sizeof buf, "%sstage %d: nodes %d-%d (%s .. %s), ", s ? "; " : "", s, cut.begin(s),
+                  cut.end(s) - 1, model.layers()[std::size_t(cut.begin(s))]->name().c_str(),
+                  model.layers()[std::size_t(cut.end(s)) - 1]->name().c_str());
+    out += buf + share(s);
   }
   return out;
+}
+std::string percent(double part, double total, const char* of) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.1f%% of %s", total > 0 ? 100.0 * part / total : 0.0, of);
+  return buf;
+}
+}  // namespace
+
+std::string describe_cut(const Model& model, const StageCut& cut) {
+  double total = 0.0;
+  for (int s = 0; s < cut.stages(); ++s) total += stage_cost(model, cut, s);
+  return describe_stages(model, cut, [&](int s) { return percent(stage_cost(model, cut, s), total, "the cost"); });
+}
+
+std::string describe_cut(const Model& model, const StageCut& cut, const std::vector<double>& seconds) {
+  std::vector<double> mine(std::size_t(cut.stages()), 0.0);
+  for (int s = 0; s < cut.stages(); ++s)
+    for (int i = cut.begin(s); i < cut.end(s); ++i) mine[std::size_t(s)] += seconds[std::size_t(i)];
+  double total = 0.0;
+  for (double t : mine) total += t;
+  return describe_stages(model, cut, [&](int s) {
+    char ms[64];
+    std::snprintf(ms, sizeof ms, " (%.2f ms a micro-batch)", 1e3 * mine[std::size_t(s)]);
+    return percent(mine[std::size_t(s)], total, "the measured time") + ms;
+  });
 }
 
 StageCut map_cut(const Model& whole, const StageCut& cut, const Model& other) {

@@ -3,9 +3,10 @@
 // no node from c on reads a value written before node c-1's output, so the stages meet in one tensor
 // (between resnet18's blocks, between vit's encoder layers or the two residual halves of one, between
 // LeNet-5's layers; never inside a residual block, whose skip connection would cross too).
-// The cut is balanced by the layers' own cost (Model::node_cost: forward multiply-adds plus the floats
-// written), minimising the costliest stage, or set by hand: --pp-split "c1,c2,..." names the node where
-// each stage after the first starts.
+// The cut is balanced, minimising the costliest stage, by the layers' own cost (Model::node_cost: forward
+// multiply-adds plus the floats written) or by node times measured at start (nn/node_timing.h, --pp-balance
+// time: the cost model under-rates some layers, e.g. resnet18's 3x3 convs on 2x2-4x4 maps); or set by hand:
+// --pp-split "c1,c2,..." names the node where each stage after the first starts.
 #pragma once
 #include <memory>
 #include <string>
@@ -26,6 +27,8 @@ struct StageCut {
 std::vector<int> chain_points(const Model& model);
 // The cut into P stages with the smallest largest stage cost. Throws a one-line Error when the model has fewer than P - 1 chain points.
 StageCut balanced_cut(const Model& model, int P);
+// The same with given node costs (one a node, e.g. measured seconds).
+StageCut balanced_cut(const Model& model, const std::vector<double>& node_costs, int P);
 // --pp-split: P - 1 comma-separated node indices, increasing, each a chain point. Throws a one-line Error
 // naming what is wrong (and the chain points there are) otherwise.
 StageCut parse_cut(const std::string& text, const Model& model, int P);
@@ -35,6 +38,9 @@ StageCut stage_cut(const Model& model, int P, const std::string& split);
 double stage_cost(const Model& model, const StageCut& cut, int s);
 // "stage 0: nodes 0-11 (conv1 .. layer2.1.relu2), 41% of the cost; stage 1: ..." for the start-up line.
 std::string describe_cut(const Model& model, const StageCut& cut);
+// The same with each stage's share of measured node times (seconds, one a node): "... 49.8% of the
+// measured time (6.10 ms a micro-batch)".
+std::string describe_cut(const Model& model, const StageCut& cut, const std::vector<double>& seconds);
 // A cut of `whole` (its node indices: what --pp-split names) on `other`, the same architecture built with
 // more nodes (vit under --tp has its f/g layers): each stage starts at other's first node named as whole's
 // stage start, which must be a chain point there too.
