@@ -19,6 +19,7 @@
 #include "ringtrain/nn/node_timing.h"
 #include "ringtrain/nn/pipeline_stages.h"
 #include "ringtrain/ops/kernels.h"
+#include "ringtrain/train/pipeline_engine.h"
 #include "ringtrain/train/pipeline_schedule.h"
 
 using namespace ringtrain;
@@ -142,6 +143,20 @@ TEST(PipelineStages, NodeTimesCoverEveryNode) {
   const std::string& name = m->layers()[worst]->name();
   EXPECT_EQ(name.find("relu"), std::string::npos) << name;
   EXPECT_NE(error_of([&] { nn::time_nodes(*m, ops::kernels_for(ops::default_isa()), 0, 1); }), "");
+}
+
+// The bubble report: the mean idle fraction over the timed steps, and the median step's (0.1% bins).
+TEST(PipelineStages, BubbleStatsKeepMeanAndMedianStep) {
+  train::PipelineStats st;
+  EXPECT_EQ(st.median_step_idle_fraction(), 0.0);
+  st.add_step(0.010, 0.001);  // 10%
+  st.add_step(0.010, 0.0012);  // 12%
+  st.add_step(0.060, 0.051);  // 85%: a step the machine took the core from
+  EXPECT_EQ(st.steps, 3);
+  EXPECT_NEAR(st.idle_fraction(), 0.0532 / 0.080, 1e-12);
+  EXPECT_DOUBLE_EQ(st.median_step_idle_fraction(), 0.12);
+  st.add_step(0.010, 0.0);  // four steps: the lower median
+  EXPECT_DOUBLE_EQ(st.median_step_idle_fraction(), 0.10);
 }
 
 TEST(PipelineStages, BadCutsAreOneLineErrors) {

@@ -159,7 +159,9 @@ void print_bubble(const train::PipelineReport& r) {
   for (int s = 0; s < r.stages; ++s)
     std::printf("%s stage %d %.1f%% of %.2f ms", s ? "," : "", s, 100.0 * r.idle_fraction[std::size_t(s)],
                 r.step_ms[std::size_t(s)]);
-  std::printf(" a step; ideal (P-1)/(M+P-1) = %.1f%%\n", 100.0 * r.ideal_bubble);
+  std::printf(" a step (median step:");
+  for (int s = 0; s < r.stages; ++s) std::printf("%s %.1f%%", s ? "," : "", 100.0 * r.median_step_idle[std::size_t(s)]);
+  std::printf("); ideal (P-1)/(M+P-1) = %.1f%%\n", 100.0 * r.ideal_bubble);
   std::printf("pipeline in flight: micro-batches at most");
   for (int s = 0; s < r.stages; ++s)
     std::printf("%s stage %d %lld (bound %lld)", s ? "," : "", s, (long long)r.measured_in_flight[std::size_t(s)],

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "ringtrain/core/error.h"
@@ -17,6 +18,21 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // micro-batches in order (forwards 0..M-1 on both, backwards 0..M-1 on both), so no number is needed.
 constexpr int kTagActivations = 0, kTagGradients = 1, kTagEval = 2;
 }  // namespace
+
+void PipelineStats::add_step(double step_seconds, double idle_seconds) {
+  ++steps;
+  step_s += step_seconds;
+  idle_s += idle_seconds;
+  const double f = step_seconds > 0 ? idle_seconds / step_seconds : 0.0;
+  ++idle_permille[std::size_t(std::clamp(std::lround(1000.0 * f), 0L, 1000L))];
+}
+
+double PipelineStats::median_step_idle_fraction() const {
+  int64_t seen = 0;  // the lower median: the first bin holding the (steps + 1) / 2-th step
+  for (std::size_t b = 0; b < idle_permille.size(); ++b)
+    if ((seen += idle_permille[b]) >= (steps + 1) / 2 && steps > 0) return double(b) / 1000.0;
+  return 0.0;
+}
 
 const char* pipe_wire_name(PipeWire w) { return w == PipeWire::Fp32 ? "fp32" : w == PipeWire::Bf16 ? "bf16" : "fp16"; }
 
@@ -250,11 +266,7 @@ float PipelineEngine::train_step(const ops::KernelTable& k, const data::Batch& b
     wait(sl.send_out);
     wait(sl.send_din);
   }
-  if (calls_ > 1) {
-    ++stats_.steps;
-    stats_.step_s += seconds_since(t0);
-    stats_.idle_s += idle_;
-  }
+  if (calls_ > 1) stats_.add_step(seconds_since(t0), idle_);
   // Every stage reports the loss (logging, the divergence check): the last stage's, the batch mean.
   pp_.broadcast(&loss_sum, sizeof loss_sum, P_ - 1);
   return float(loss_sum / double(N));

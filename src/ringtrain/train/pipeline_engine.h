@@ -49,7 +49,12 @@ struct PipelineStats {
   int most_in_flight = 0;   // measured: micro-batches between forward and backward at once
   int64_t bytes_sent = 0;   // training messages' bytes this stage sent (all steps)
   int64_t calls = 0;        // training steps run (all)
+  // Each timed step's idle fraction in 0.1% bins: on a shared machine one step the scheduler took the core
+  // from (tens of ms) moves the mean by points; the median step shows what the schedule itself leaves idle.
+  std::vector<int64_t> idle_permille = std::vector<int64_t>(1001, 0);
   double idle_fraction() const { return step_s > 0 ? idle_s / step_s : 0.0; }
+  void add_step(double step_seconds, double idle_seconds);
+  double median_step_idle_fraction() const;  // 0 before any timed step
 };
 
 class PipelineEngine {

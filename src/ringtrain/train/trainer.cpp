@@ -231,6 +231,7 @@ PipelineReport Trainer::pipeline_report() {
   r.micro_batches = config_.micro_batches;
   r.ideal_bubble = ideal_bubble(P, config_.micro_batches);
   r.idle_fraction.assign(std::size_t(P), 0.0);
+  r.median_step_idle.assign(std::size_t(P), 0.0);
   r.step_ms.assign(std::size_t(P), 0.0);
   r.in_flight.assign(std::size_t(P), 0);
   r.measured_in_flight.assign(std::size_t(P), 0);
@@ -238,11 +239,13 @@ PipelineReport Trainer::pipeline_report() {
   r.bytes_per_step.assign(std::size_t(P), 0);
   r.bytes_per_step[std::size_t(s)] = st.calls ? st.bytes_sent / st.calls : 0;
   r.idle_fraction[std::size_t(s)] = st.idle_fraction();
+  r.median_step_idle[std::size_t(s)] = st.median_step_idle_fraction();
   r.step_ms[std::size_t(s)] = st.steps ? 1000.0 * st.step_s / double(st.steps) : 0.0;
   r.in_flight[std::size_t(s)] = pipeline_->in_flight();
   r.measured_in_flight[std::size_t(s)] = st.most_in_flight;
   dist::Communicator& pp = grid_->pp_comm();  // every stage contributes its own entries
   pp.allreduce_sum(r.idle_fraction.data(), r.idle_fraction.size());
+  pp.allreduce_sum(r.median_step_idle.data(), r.median_step_idle.size());
   pp.allreduce_sum(r.step_ms.data(), r.step_ms.size());
   pp.allreduce_sum(r.in_flight.data(), r.in_flight.size());
   pp.allreduce_sum(r.measured_in_flight.data(), r.measured_in_flight.size());

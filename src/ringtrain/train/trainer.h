@@ -88,6 +88,7 @@ struct PipelineReport {
   int stages = 0, micro_batches = 0;
   double ideal_bubble = 0.0;             // (P-1)/(M+P-1)
   std::vector<double> idle_fraction;     // per stage: time waiting for messages / schedule time
+  std::vector<double> median_step_idle;  // per stage: the median step's idle fraction
   std::vector<double> step_ms;           // per stage: the schedule's time a step
   std::vector<int64_t> in_flight;        // per stage: micro-batches its schedule holds at most
   std::vector<int64_t> measured_in_flight;
