@@ -7,8 +7,10 @@
 #    flight (1f1b: 2 and 1; gpipe: M), the end of the run the bubble beside (P-1)/(M+P-1);
 #  - vit --pp 2 (1f1b M = 4; gpipe M = 2 cut inside an encoder layer) and resnet18 --pp 2 (batch norm, its
 #    statistics in the checkpoint): bit-identical too;
-#  - 4 ranks: dp 2 x pp 2 (lenet5) bit-identical to dp 2 alone; vit pp 2 x tp 2 to tp 2 alone; those and a
-#    vit dp 2 x pp 2 checkpoint evaluated at 1 rank and at `eval --tp 2`: the same predictions;
+#  - mobilenet_v2 --pp 2: bit-identical to one process;
+#  - 4 ranks: dp 2 x pp 2 (lenet5, also with --shard-optimizer) bit-identical to dp 2 alone; vit pp 2 x tp 2
+#    to tp 2 alone; those and a vit dp 2 x pp 2 checkpoint evaluated at 1 rank and at `eval --tp 2`: the
+#    same predictions;
 #  - the pp 2 checkpoint evaluated by one process (`ringtrain eval`): the test accuracy the run printed;
 #  - kill-and-resume at pp 2 (a rank SIGKILLed at step 12, the job rerun with --resume) and a pp 2
 #    checkpoint resumed by one process: both end bit-identical to the uninterrupted runs;
@@ -99,12 +101,20 @@ R="--model resnet18 --batch-size 8 --max-steps 3"
 train 2 "$WORK/r.log" $R --pp 2 --micro-batches 2 --save "$WORK/r.st"
 train 0 "$WORK/r1.log" $R --micro-batches 2 --save "$WORK/r1.st"
 expect_same "resnet18 pp 2 vs one process" "$WORK/r.st" "$WORK/r1.st"
+MB="--model mobilenet_v2 --batch-size 8 --max-steps 3"  # inverted residuals: cuts between blocks
+train 2 "$WORK/mb.log" $MB --pp 2 --micro-batches 4 --save "$WORK/mb.st"
+train 0 "$WORK/mb1.log" $MB --micro-batches 4 --save "$WORK/mb1.st"
+expect_same "mobilenet_v2 pp 2 vs one process" "$WORK/mb.st" "$WORK/mb1.st"
 
 # 4 ranks (oversubscribed): the pipeline inside a bigger grid.
 train 4 "$WORK/d4.log" $L --batch-size 24 --pp 2 --micro-batches 2 --allreduce ring --save "$WORK/d4.st"
 grep -q "dp 2 x pp 2 x tp 1" "$WORK/d4.log" && pass || fail "header does not name dp 2 x pp 2"
 train 2 "$WORK/d2.log" $L --batch-size 24 --micro-batches 2 --allreduce ring --save "$WORK/d2.st"
 expect_same "lenet5 dp 2 x pp 2 vs dp 2" "$WORK/d4.st" "$WORK/d2.st"
+# --shard-optimizer in the grid: each stage's Adam state sharded over its data-parallel group of 2.
+train 4 "$WORK/s4.log" $L --batch-size 24 --pp 2 --micro-batches 2 --allreduce ring --shard-optimizer --save "$WORK/s4.st"
+grep -q "^optimizer state sharded over 2 ranks" "$WORK/s4.log" && pass || fail "dp 2 x pp 2 --shard-optimizer: no sharding line"
+expect_same "lenet5 dp 2 x pp 2 --shard-optimizer vs dp 2" "$WORK/s4.st" "$WORK/d2.st"
 train 4 "$WORK/t4.log" --model vit --batch-size 32 --max-steps 4 --pp 2 --tp 2 --micro-batches 4 --save "$WORK/t4.st"
 grep -q "dp 1 x pp 2 x tp 2" "$WORK/t4.log" && pass || fail "header does not name pp 2 x tp 2"
 train 2 "$WORK/t2.log" --model vit --batch-size 32 --max-steps 4 --tp 2 --micro-batches 4 --save "$WORK/t2.st"
