@@ -2,7 +2,7 @@
 // the exponential moving average of the weights (formula, warm-up, checkpoint round trip, what the trainer
 // evaluates and leaves in the model) and label smoothing (the trainer's update equals the gradient of the
 // smoothed cross-entropy, computed independently here in double precision) and the loader's row-wise
-// random shift (equal to the per-pixel definition).
+// random shift (equal to the per-pixel definition); the optimizers on several threads (the same bits).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,6 +13,7 @@
 
 #include "ringtrain/core/error.h"
 #include "ringtrain/core/rng.h"
+#include "ringtrain/core/thread_pool.h"
 #include "ringtrain/data/loader.h"
 #include "ringtrain/dist/communicator.h"
 #include "ringtrain/nn/models/lenet5.h"
@@ -135,6 +136,48 @@ TEST(Ema, FollowsTheFormulaWithWarmUpAndIsAStateBuffer) {
     ASSERT_EQ(0, std::memcmp(sgd.ema(), e.data(), n * sizeof(float))) << "step " << t;
   }
   EXPECT_THROW(sgd.enable_ema(1.0f, p.data()), Error);
+}
+
+// Optimizer::set_thread_pool: Adam, SGD and the EMA split over 1-4 threads give the one-thread bits, over
+// several spans of odd lengths (as --shard-optimizer leaves them) and through the vectorised Adam kernel.
+TEST(OptimizerThreads, SameBitsOnAnyNumberOfThreads) {
+  const std::size_t n = 1003;
+  const std::vector<optim::Span> spans{{0, 5}, {5, 17}, {40, 600}, {700, 303}};  // 925 of the 1003 floats
+  std::size_t state = 0;
+  for (const optim::Span& s : spans) state += s.count;
+  auto run = [&](bool adam, int threads) {
+    std::unique_ptr<optim::Optimizer> opt;
+    if (adam) {
+      auto a = std::make_unique<optim::Adam>(state, optim::AdamOptions{1e-3f, 0.9f, 0.999f, 1e-8f, 1e-4f});
+      a->use_kernels(ops::kernels_for(ops::default_isa()));
+      opt = std::move(a);
+    } else {
+      opt = std::make_unique<optim::Sgd>(state, optim::SgdOptions{1e-2f, 0.9f, 1e-4f, true});
+    }
+    opt->set_spans(spans);
+    std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
+    opt->set_thread_pool(pool.get());
+    std::vector<float> p(n), g(n);
+    Rng rng(9);
+    for (auto& x : p) x = rng.uniform(-1.0f, 1.0f);
+    opt->enable_ema(0.9f, p.data());
+    for (int step = 0; step < 5; ++step) {
+      for (auto& x : g) x = rng.uniform(-1.0f, 1.0f);
+      opt->step(p.data(), g.data());
+      opt->update_ema(p.data());
+    }
+    std::vector<float> out = p;
+    for (const optim::StateBuffer& b : opt->state()) out.insert(out.end(), b.data, b.data + b.size);
+    return out;
+  };
+  for (bool adam : {true, false}) {
+    const std::vector<float> one = run(adam, 1);
+    for (int T : {2, 3, 4}) {
+      const std::vector<float> many = run(adam, T);
+      ASSERT_EQ(one.size(), many.size());
+      EXPECT_EQ(0, std::memcmp(one.data(), many.data(), one.size() * sizeof(float))) << (adam ? "adam" : "sgd") << " T=" << T;
+    }
+  }
 }
 
 TEST(Ema, RoundTripsThroughACheckpointAndKindsDoNotMix) {

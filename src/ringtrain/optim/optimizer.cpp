@@ -36,7 +36,7 @@ void Optimizer::update_ema(const float* params) {
   const double t = double(steps_);
   const float d = float(std::min(double(ema_decay_), (1.0 + t) / (10.0 + t)));
   const float w = 1.0f - d;
-  for_each_span([&](const Span& s, std::size_t at) {
+  for_each_part([&](const Span& s, std::size_t at) {
     float* e = ema_.data() + at;
     const float* p = params + s.offset;
     for (std::size_t i = 0; i < s.count; ++i) e[i] += w * (p[i] - e[i]);
@@ -69,7 +69,7 @@ void Adam::step(float* params, const float* grads) {
   const double bias_correction2 = 1.0 - std::pow(double(opt_.beta2), double(steps_));
   const ops::AdamStep a{opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay,
                         float(double(lr_) / bias_correction1), float(std::sqrt(bias_correction2))};
-  for_each_span([&](const Span& s, std::size_t at) {
+  for_each_part([&](const Span& s, std::size_t at) {
     adam_step_(params + s.offset, grads + s.offset, exp_avg_.data() + at, exp_avg_sq_.data() + at, s.count, a);
   });
 }
@@ -83,7 +83,7 @@ Sgd::Sgd(std::size_t n, const SgdOptions& opt) : Optimizer(n, opt.lr), opt_(opt)
 void Sgd::step(float* params_all, const float* grads_all) {
   const bool first = steps_ == 0;
   ++steps_;
-  for_each_span([&](const Span& s, std::size_t at) {
+  for_each_part([&](const Span& s, std::size_t at) {
     float* params = params_all + s.offset;
     const float* grads = grads_all + s.offset;
     float* buf = momentum_.data() + at;

@@ -1,6 +1,7 @@
 // Optimizers over one flat fp32 parameter buffer and its gradient buffer (the fp32 master weights).
 // Updates follow torch.optim exactly, so a run can be checked step by step against PyTorch.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "ringtrain/core/aligned.h"
+#include "ringtrain/core/thread_pool.h"
 #include "ringtrain/ops/kernels.h"
 
 namespace ringtrain::optim {
@@ -60,6 +62,11 @@ class Optimizer {
   float ema_decay() const { return ema_decay_; }
   float* ema() { return ema_.data(); }
   void update_ema(const float* params);
+  // step() and update_ema() run on this pool's threads (the model's, --threads), each thread a contiguous
+  // part of every span: the same bits, as every element's update reads only that element. Without it
+  // (null, the default) they run on the calling thread; resnet18's Adam + EMA sweep over 11.2M parameters
+  // is memory-bound and took a tenth of a one-thread step, serial while the rest of the step split.
+  void set_thread_pool(ThreadPool* pool) { pool_ = pool; }
 
  protected:
   Optimizer(std::size_t n, float lr) : n_(n), lr_(lr), spans_{{0, n}} {}
@@ -73,12 +80,30 @@ class Optimizer {
       packed += s.count;
     }
   }
+  // The same for element-wise work, split over the pool's threads: thread t gets the t-th of T parts of
+  // every span (whole 16-float runs), f(part, packed offset of the part's state).
+  template <typename F>
+  void for_each_part(F&& f) const {
+    if (!pool_ || pool_->size() == 1) return for_each_span(f);
+    const std::size_t T = std::size_t(pool_->size());
+    pool_->run([&](int t) {
+      std::size_t packed = 0;
+      for (const Span& s : spans_) {
+        const std::size_t runs = (s.count + 15) / 16;
+        const std::size_t a = std::min(s.count, runs * std::size_t(t) / T * 16);
+        const std::size_t b = std::min(s.count, runs * (std::size_t(t) + 1) / T * 16);
+        if (b > a) f(Span{s.offset + a, b - a}, packed + a);
+        packed += s.count;
+      }
+    });
+  }
   std::size_t n_;
   float lr_;
   int64_t steps_ = 0;
   float ema_decay_ = 0.0f;
   AlignedBuffer<float> ema_;
   std::vector<Span> spans_;
+  ThreadPool* pool_ = nullptr;
 };
 
 struct AdamOptions {

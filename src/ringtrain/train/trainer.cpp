@@ -443,6 +443,7 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
   }
   if (M > 1 && !pipeline_) loss = float(loss_sum / double(N));  // the batch mean
   ++step_calls_;
+  optimizer_->set_thread_pool(model_.thread_pool());  // the model's threads (--threads), as they are now
   if (scaler_) {
     // Fault injection for the skip test (tests/cli/test_mixed_precision.sh): RINGTRAIN_FAULT_INF_GRAD=
     // "RANK:STEP" puts an inf into that rank's gradients at that step of this process.
