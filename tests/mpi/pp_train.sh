@@ -18,7 +18,8 @@
 #    pipeline group and the point-to-point operation; a killed one ends it too (mpirun's report); the same
 #    for one rank of a pp 2 x tp 2 grid (its tensor-group peer names it and the all-reduce);
 #  - the cut: balanced by node times measured at start (the default), or by the cost counts (--pp-balance
-#    cost), named in the pipeline line;
+#    cost), named in the pipeline line; --pp-trace: the last 4 steps of both stages in the schedule's order
+#    (tests/cli/check_pp_trace.py);
 #  - bad --pp / --pp-split / --pp-balance / --pp-schedule: one-line errors before any work.
 # Environment (as tests/cli): RINGTRAIN (binary), PYTHON, TESTS_DIR (tests/cli), MPIEXEC.
 set -u
@@ -44,7 +45,8 @@ expect_same() {  # expect_same WHAT A B
 
 L="--model lenet5 --max-steps 20"
 L48="$L --batch-size 48"
-train 2 "$WORK/a.log" $L48 --pp 2 --micro-batches 4 --save "$WORK/a.st" --checkpoint-dir "$WORK/ck_a" --checkpoint-every 10
+train 2 "$WORK/a.log" $L48 --pp 2 --micro-batches 4 --save "$WORK/a.st" --checkpoint-dir "$WORK/ck_a" --checkpoint-every 10 \
+  --pp-trace "$WORK/a.trace.json"
 train 0 "$WORK/b.log" $L48 --micro-batches 4 --save "$WORK/b.st"
 expect_same "lenet5 pp 2 1f1b M=4 vs one process M=4" "$WORK/a.st" "$WORK/b.st"
 grep -q "dp 1 x pp 2 x tp 1" "$WORK/a.log" && pass || fail "header does not name the dp 1 x pp 2 x tp 1 grid"
@@ -57,6 +59,8 @@ grep -q "^pipeline bubble (1f1b, P=2, M=4): idle stage 0 [0-9.]*% of [0-9.]* ms,
   grep -q "^pipeline in flight: micro-batches at most stage 0 2 (bound 2), stage 1 1 (bound 1)" "$WORK/a.log" && pass ||
   { fail "bubble / in-flight lines"; grep "^pipeline" "$WORK/a.log"; }
 grep "^pipeline bubble" "$WORK/a.log" | sed 's/^/  /'
+grep -q "^pipeline trace: [0-9]* passes and waits of the last 4 step(s) written to" "$WORK/a.log" &&
+  "$PYTHON" "$TESTS_DIR/check_pp_trace.py" "$WORK/a.trace.json" 2 4 4 && pass || fail "--pp-trace"
 a=$(acc_of "$WORK/a.log")
 [ -n "$a" ] && [ "$a" = "$(acc_of "$WORK/b.log")" ] && pass || fail "pp 2 printed $a%, one process $(acc_of "$WORK/b.log")%"
 "$RINGTRAIN" eval --checkpoint "$WORK/a.st" --data "$WORK/toy" > "$WORK/a_eval.log" 2>&1 || fail "eval of the pp 2 checkpoint exited $?"
@@ -185,6 +189,7 @@ expect_error "pp-split past the end" "--pp-split '99': node 99 does not start a 
 expect_error "pp-split count" "gives 3 stage(s), --pp is 2" "$RINGTRAIN" train $B $L48 --pp 2 --pp-split 1,2
 expect_error "pp-split inside a block" "is not a chain point" "$RINGTRAIN" train $B --model resnet18 --pp 2 --pp-split 5
 expect_error "pp-split without pp" "need --pp 2 or more" "$RINGTRAIN" train $B $L48 --pp-split 1
+expect_error "pp-trace without pp" "need --pp 2 or more" "$RINGTRAIN" train $B $L48 --pp-trace "$WORK/x.json"
 expect_error "pp-balance value" "--pp-balance must be time or cost, got 'fast'" "$RINGTRAIN" train $B $L48 --pp 2 --pp-balance fast
 expect_error "pp-balance with pp-split" "--pp-balance contradicts --pp-split" "$RINGTRAIN" train $B $L48 --pp 2 --pp-split 1 --pp-balance time
 expect_error "pp-schedule" "--pp-schedule must be gpipe or 1f1b" "$RINGTRAIN" train $B $L48 --pp 2 --pp-schedule zb

@@ -29,6 +29,7 @@
 #include "ringtrain/train/memory_report.h"
 #include "ringtrain/train/overlap_trial.h"
 #include "ringtrain/train/pipeline_balance.h"
+#include "ringtrain/train/pipeline_trace.h"
 #include "ringtrain/train/pp_checkpoint.h"
 #include "ringtrain/train/tp_checkpoint.h"
 #include "ringtrain/train/progress.h"
@@ -98,6 +99,8 @@ Options train_options() {
                         "(empty: balanced by the layers' cost)");
   o.add("pp-balance", "time", "--pp without --pp-split: balance the stages by node times measured at start on the "
                               "ranks that run them (time) or by the layers' cost counts (cost: the same cut every run)");
+  o.add("pp-trace", "", "--pp: write the last 4 training steps of every stage of world rank 0's pipeline (passes and "
+                        "message waits) to this file as a Chrome trace (chrome://tracing, ui.perfetto.dev)");
   o.add("pp-schedule", "1f1b", "--pp: the micro-batches' order on a stage: 1f1b (at most P in flight) | gpipe "
                                "(all forwards, then all backwards)");
   o.add_flag("drop-last", "drop the samples that do not divide by the number of ranks (else pad, as PyTorch)");
@@ -225,9 +228,9 @@ int train_command(int argc, char** argv, int first) {
   train::parse_pp_schedule(opt.str("pp-schedule"));
   const std::string pp_balance = opt.str("pp-balance");
   check(pp_balance == "time" || pp_balance == "cost", "--pp-balance must be time or cost, got '" + pp_balance + "'");
-  check(pp > 1 || (!opt.given("pp-split") && !opt.given("pp-schedule") && !opt.given("pp-balance")),
-        "--pp-split, --pp-balance and --pp-schedule need --pp 2 or more (a pipeline of one stage has no cut and no "
-        "schedule)");
+  check(pp > 1 || (!opt.given("pp-split") && !opt.given("pp-schedule") && !opt.given("pp-balance") && !opt.given("pp-trace")),
+        "--pp-split, --pp-balance, --pp-schedule and --pp-trace need --pp 2 or more (a pipeline of one stage has no "
+        "cut and no schedule)");
   check(!opt.given("pp-split") || !opt.given("pp-balance"),
         "--pp-balance contradicts --pp-split (the split sets the cut by hand)");
   std::unique_ptr<nn::Model> probe;  // the whole model whose node indices --pp-split names
@@ -257,6 +260,8 @@ int train_command(int argc, char** argv, int first) {
   config.micro_batches = int(opt.integer("micro-batches", 1, 65536));
   train::check_micro_batches(config);
   config.pp_schedule = opt.str("pp-schedule");
+  const std::string pp_trace = opt.str("pp-trace");
+  if (!pp_trace.empty()) config.pp_trace_steps = 4;
   config.lr = opt.number("lr");
   config.optimizer = opt.str("optimizer");
   config.momentum = opt.number("momentum");
@@ -522,6 +527,11 @@ int train_command(int argc, char** argv, int first) {
       std::printf("\n");
     }
     if (pp > 1) print_bubble(result.pipeline);
+    if (!pp_trace.empty()) {
+      train::write_chrome_trace(pp_trace, result.pipeline.trace);
+      std::printf("pipeline trace: %zu passes and waits of the last %d step(s) written to %s\n",
+                  result.pipeline.trace.size(), config.pp_trace_steps, pp_trace.c_str());
+    }
     if (config.precision == "fp16")
       std::printf("fp16 loss scaling: %lld step(s) skipped, final scale %g\n", (long long)result.skipped_steps,
                   double(result.loss_scale));

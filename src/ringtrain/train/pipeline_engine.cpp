@@ -14,6 +14,7 @@ namespace ringtrain::train {
 namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_of(Clock::time_point t) { return std::chrono::duration<double>(t.time_since_epoch()).count(); }
 // One tag a direction: messages between two ranks with one tag arrive in order, and both sides run the
 // micro-batches in order (forwards 0..M-1 on both, backwards 0..M-1 on both), so no number is needed.
 constexpr int kTagActivations = 0, kTagGradients = 1, kTagEval = 2;
@@ -127,7 +128,7 @@ void PipelineEngine::widen(float* dst, const std::vector<uint16_t>& buf16, std::
     fp16_to_float(dst, buf16.data(), n);
 }
 
-void PipelineEngine::wait(dist::Communicator::Request& r) {
+void PipelineEngine::wait(dist::Communicator::Request& r, bool input) {
   if (r < 0) return;
   const auto t0 = Clock::now();
   {
@@ -138,6 +139,22 @@ void PipelineEngine::wait(dist::Communicator::Request& r) {
   }
   idle_ += seconds_since(t0);
   r = -1;
+  if (trace_steps_ > 0) {  // the pass's stretch before the wait, the wait; the next stretch starts now
+    if (tracing_pass_ >= 0 && !input) record(tracing_pass_, tracing_micro_, -1, segment_begin_, seconds_of(t0));
+    segment_begin_ = seconds_of(Clock::now());
+    record(PipeEvent::Wait, tracing_micro_, tracing_pass_, seconds_of(t0), segment_begin_);
+  }
+}
+
+void PipelineEngine::record(int kind, int micro, int in_pass, double begin, double end) {
+  if (kind != PipeEvent::Wait && end <= begin) return;
+  trace_.back().push_back(PipeEvent{kind, s_, micro, in_pass, calls_, begin, end});
+}
+
+std::vector<PipeEvent> PipelineEngine::trace() const {
+  std::vector<PipeEvent> all;
+  for (const auto& step : trace_) all.insert(all.end(), step.begin(), step.end());
+  return all;
 }
 
 void PipelineEngine::poke() {
@@ -176,7 +193,7 @@ void PipelineEngine::forward(const ops::KernelTable& k, const data::Batch& batch
     // (The schedule holds at most K micro-batches, so this one's receive was posted after the backward that
     // freed its stash.)
     if (m >= next_recv_) throw Error("pipeline: micro-batch " + std::to_string(m) + "'s activations were never received");
-    wait(sl.recv_in);
+    wait(sl.recv_in, true);
     widen(sl.in.data(), sl.in16, std::size_t(n) * in_numel_);
   }
   nn::Model& model = *models_[std::size_t(m % K_)];
@@ -204,7 +221,7 @@ void PipelineEngine::backward(const ops::KernelTable& k, const data::Batch& batc
   if (last()) {
     dout = dlogits_.data() + std::size_t(mb.begin) * out_numel_;
   } else {
-    wait(sl.recv_dout);
+    wait(sl.recv_dout, true);
     widen(sl.dout.data(), sl.dout16, std::size_t(n) * out_numel_);
     dout = sl.dout.data();
   }
@@ -253,15 +270,25 @@ float PipelineEngine::train_step(const ops::KernelTable& k, const data::Batch& b
   next_recv_ = backwards_done_ = held_ = 0;
   double loss_sum = 0.0;
   post_receives(M, N);
+  if (trace_steps_ > 0) {  // a new step's list; the oldest goes
+    if (int(trace_.size()) == trace_steps_) trace_.erase(trace_.begin());
+    trace_.emplace_back();
+  }
   for (const PipeAction& a : stage_actions(schedule_, P_, s_, M)) {
     poke();
+    segment_begin_ = seconds_of(Clock::now());
+    tracing_micro_ = a.micro;
+    tracing_pass_ = a.forward ? PipeEvent::Forward : PipeEvent::Backward;
     if (a.forward) {
       forward(k, batch, a.micro, M, seed, step, loss, loss_sum);
     } else {
       backward(k, batch, a.micro, M, seed, step, sum, hook);
       post_receives(M, N);
     }
+    if (trace_steps_ > 0)
+      record(tracing_pass_, a.micro, -1, segment_begin_, seconds_of(Clock::now()));
   }
+  tracing_micro_ = tracing_pass_ = -1;
   for (Slot& sl : slots_) {  // the step's last messages leave before their buffers can be reused
     wait(sl.send_out);
     wait(sl.send_din);

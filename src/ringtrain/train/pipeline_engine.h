@@ -57,6 +57,20 @@ struct PipelineStats {
   double median_step_idle_fraction() const;  // 0 before any timed step
 };
 
+// One entry of a stage's trace (--pp-trace): a stretch of a micro-batch's forward or backward pass between
+// waits (a pass that waits for its input and, later, for a send buffer is three entries: compute, wait,
+// compute), or a wait for a message; times in seconds on the steady clock (CLOCK_MONOTONIC: one timeline
+// for all processes of a host).
+struct PipeEvent {
+  enum Kind { Forward = 0, Backward = 1, Wait = 2 };
+  int kind = Forward;
+  int stage = 0;
+  int micro = -1;      // the micro-batch of a pass, or of the pass a wait happens in (-1: after the passes)
+  int in_pass = -1;    // a wait's pass: Forward or Backward (-1: after the passes)
+  int64_t step = 0;    // the training step (the engine's call count)
+  double begin = 0.0, end = 0.0;
+};
+
 class PipelineEngine {
  public:
   // Builds another copy of this rank's stage model (the same layers; its parameters are replaced by the
@@ -93,6 +107,10 @@ class PipelineEngine {
   EvalResult evaluate(const ops::KernelTable& k, const data::Split& split, dist::Communicator& dp);
 
   const PipelineStats& stats() const { return stats_; }
+  // Keep the passes and waits of the last `steps` training steps (0: none, the default).
+  void set_trace_steps(int steps) { trace_steps_ = steps; }
+  // The kept events, oldest step first.
+  std::vector<PipeEvent> trace() const;
 
  private:
   struct Slot {  // one micro-batch in flight
@@ -100,7 +118,9 @@ class PipelineEngine {
     std::vector<uint16_t> in16, out16, dout16, din16;  // the same on a 16-bit wire
     dist::Communicator::Request recv_in = -1, send_out = -1, recv_dout = -1, send_din = -1;
   };
-  void wait(dist::Communicator::Request& r);
+  // input: the wait for the pass's input (activations, or their gradient), before any computing (the trace
+  // starts the pass after it).
+  void wait(dist::Communicator::Request& r, bool input = false);
   void poke();  // tests the sends in flight (MPI progresses messages only inside its calls)
   // Starts sending n floats of src (through buf16 on a 16-bit wire); the buffer must stay until it is gone.
   dist::Communicator::Request send(const float* src, float* buf, std::vector<uint16_t>& buf16, std::size_t n, int peer,
@@ -130,6 +150,11 @@ class PipelineEngine {
   double idle_ = 0.0;
   int64_t calls_ = 0;
   PipelineStats stats_;
+  int trace_steps_ = 0;
+  int tracing_micro_ = -1, tracing_pass_ = -1;  // the pass running now (for its waits)
+  double segment_begin_ = 0.0;                   // where the pass's current stretch of computing began
+  std::vector<std::vector<PipeEvent>> trace_;  // the last trace_steps_ steps' events
+  void record(int kind, int micro, int in_pass, double begin, double end);
 };
 
 }  // namespace ringtrain::train

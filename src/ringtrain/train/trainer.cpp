@@ -21,6 +21,7 @@
 #include "ringtrain/train/optimizer_shards.h"
 #include "ringtrain/train/overlap_trial.h"
 #include "ringtrain/train/progress.h"
+#include "ringtrain/train/pipeline_trace.h"
 #include "ringtrain/train/pp_checkpoint.h"
 #include "ringtrain/train/tp_checkpoint.h"
 
@@ -214,6 +215,7 @@ void Trainer::set_process_grid(dist::ProcessGrid* grid, const PipelineEngine::St
                                                       : PipeWire::Fp32;
   pipeline_ = std::make_unique<PipelineEngine>(model_, copy_stage, grid_->pp_comm(), parse_pp_schedule(config_.pp_schedule),
                                                config_.micro_batches, config_.batch_size / config_.micro_batches, wire);
+  pipeline_->set_trace_steps(config_.pp_trace_steps);
 }
 
 EvalResult Trainer::evaluate_test(const data::Split& test_split) {
@@ -250,6 +252,7 @@ PipelineReport Trainer::pipeline_report() {
   pp.allreduce_sum(r.in_flight.data(), r.in_flight.size());
   pp.allreduce_sum(r.measured_in_flight.data(), r.measured_in_flight.size());
   pp.allreduce_sum(r.bytes_per_step.data(), r.bytes_per_step.size());
+  if (config_.pp_trace_steps > 0) r.trace = gather_pipe_events(pipeline_->trace(), pp);
   return r;
 }
 

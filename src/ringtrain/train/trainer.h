@@ -80,6 +80,9 @@ struct TrainConfig {
   // --pp-schedule gpipe|1f1b: the order of the micro-batches' passes on each pipeline stage (--pp > 1;
   // train/pipeline_schedule.h). The messages between stages carry `precision`'s dtype (PipeWire).
   std::string pp_schedule = "1f1b";
+  // --pp-trace: each stage keeps its passes and message waits of the last this many steps (0: none), for
+  // the report's trace (train/pipeline_trace.h).
+  int pp_trace_steps = 0;
 };
 
 // --pp: each stage's measured bubble and what it held, gathered over the pipeline group at the end of fit().
@@ -94,6 +97,7 @@ struct PipelineReport {
   std::vector<int64_t> measured_in_flight;
   std::string wire;                      // what the messages carry: fp32, bf16 or fp16 (--precision)
   std::vector<int64_t> bytes_per_step;   // per stage: training message bytes it sends a step
+  std::vector<PipeEvent> trace;          // --pp-trace: every stage's kept passes and waits
 };
 
 struct TrainResult {
