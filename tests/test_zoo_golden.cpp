@@ -24,8 +24,12 @@
 // gradient is near zero step either way in any float32 code, and two float32 implementations land at
 // errors that differ by up to an order of magnitude (measured: 9x between ringtrain's reference kernels
 // and PyTorch on vit's encoder; resnet18's and mobilenet_v2's losses after the steps move by 1e-2 and
-// 1e-1 in PyTorch's own float32). The weights and the losses on the way are held to 16x PyTorch
-// float32's error on them (the weights to 1e-5 at least, the losses to 4x the forward bound at least).
+// 1e-1 in PyTorch's own float32). The losses on the way are held to 16x PyTorch float32's error on them
+// (4x the forward bound at least), the weights to 64x (1e-5 at least): on AMD Zen 5 PyTorch's own float32
+// lands closer to float64 than on Zen 3 (oneDNN's AVX-512 paths), and our fast tables measured 26x its
+// error on vit's encoder_layer_2.mlp.3.bias (avx512) and 28x on resnet18's layer4.0.downsample.1.weight
+// (avx2: a batch norm over 1x1 maps), where 16x had held on Zen 3. A wrong Adam (bias correction, eps)
+// moves weights by ~lr = 1e-3 relative, still far past the bound on the well-conditioned tensors.
 // The weights after Adam are held so on the fast tables only: the reference kernels sum in plain loops,
 // whose rounding Adam amplifies past that on a few of vit's tensors (37x PyTorch's on one MLP bias); their
 // logits, gradients, buffers and losses are held as tightly as the fast tables'.
@@ -219,7 +223,7 @@ TEST_P(ZooGolden, MatchesTorchvision) {
     if (listed(zero, v.name)) continue;
     const double e = scaled_error(p.param(int(i)), values(f, "adam3." + v.name));
     if (level != ops::IsaLevel::Ref)
-      EXPECT_LE(e, std::max(1e-5, 4.0 * torch_f32_bound(f, "adam3." + v.name))) << v.name << " after 3 Adam steps";
+      EXPECT_LE(e, std::max(1e-5, 16.0 * torch_f32_bound(f, "adam3." + v.name))) << v.name << " after 3 Adam steps";
     worst_adam = std::max(worst_adam, e);
   }
   double worst_buffer3 = 0;

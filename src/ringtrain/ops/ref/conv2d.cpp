@@ -1,4 +1,9 @@
-// Reference conv2d: direct loops, no tricks. The oracle every fast kernel is tested against.
+// Reference conv2d: direct loops, no tricks. The oracle every fast kernel is tested against. The forward
+// sums in double whatever T: one output sums up to C*R*S = 4608 products (resnet18's layer4), and a plain
+// float sum of that many drifts ~sqrt(n) ulps in one order; a batch norm over 1x1 maps (resnet18's layer4
+// at 28x28 inputs, batch 8) divides by a spread of a few ulps and turned that drift into 20% errors in
+// the gradients against torchvision's float64 (tests/test_zoo_golden.cpp), where the fast kernels' blocked
+// sums stayed within 2e-5. An oracle should be the more accurate side.
 // Groups: output channel k of group g = k / Kg reads input channels g*Cg .. g*Cg + Cg - 1 through
 // weight[k][c - g*Cg] (conv2d.h); groups = 1 is the plain convolution, in the same loop order as before.
 #include "ringtrain/ops/conv2d.h"
@@ -15,7 +20,7 @@ void conv2d_forward(T* out, const T* inp, const T* weight, const T* bias, const 
       for (int p = 0; p < P; ++p)
         for (int q = 0; q < Q; ++q) {
           const int c0 = k / Kg * Cg;
-          T acc = bias ? bias[k] : T(0);
+          double acc = bias ? double(bias[k]) : 0.0;
           for (int cg = 0; cg < Cg; ++cg)
             for (int r = 0; r < s.R; ++r) {
               int h = p * s.stride - s.pad + r;
@@ -23,11 +28,11 @@ void conv2d_forward(T* out, const T* inp, const T* weight, const T* bias, const 
               for (int t = 0; t < s.S; ++t) {
                 int w = q * s.stride - s.pad + t;
                 if (w < 0 || w >= s.W) continue;
-                acc += inp[((int64_t(n) * s.C + c0 + cg) * s.H + h) * s.W + w] *
-                       weight[((int64_t(k) * Cg + cg) * s.R + r) * s.S + t];
+                acc += double(inp[((int64_t(n) * s.C + c0 + cg) * s.H + h) * s.W + w]) *
+                       double(weight[((int64_t(k) * Cg + cg) * s.R + r) * s.S + t]);
               }
             }
-          out[((int64_t(n) * s.K + k) * P + p) * Q + q] = acc;
+          out[((int64_t(n) * s.K + k) * P + p) * Q + q] = T(acc);
         }
 }
 
