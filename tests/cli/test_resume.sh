@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Never lose a run: kill a rank (SIGKILL, via RINGTRAIN_FAULT_KILL) at random steps, resume, and get the
 # uninterrupted run's weights bit for bit; --max-restarts does the same by itself; a corrupt newest
-# checkpoint is skipped; resuming at another world size agrees within 1e-5.
+# checkpoint is skipped; resuming at another world size agrees within 1e-4.
 : "${TESTS_DIR:?run through CTest, which sets TESTS_DIR, RINGTRAIN and PYTHON}"
 source "$TESTS_DIR/lib.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -51,12 +51,16 @@ grep -q "skipping checkpoint $newest" "$WORK/c.log" && pass || { fail "no messag
 cmp -s "$WORK/base2.st" "$WORK/c.st" && pass || fail "resume past a corrupt checkpoint differs"
 
 # Another world size: stop a 2-rank run at step 40, finish with 1 and with 4 ranks (same global batch).
+# The sums then run in another order (per-rank batch sums, the 4-rank all-reduce picked by its own
+# timing calibration) and Adam carries that rounding on for 35 steps: measured 1.6e-5 on AMD Zen 5 at 4
+# ranks (AVX-512), under 1e-5 on Zen 3. A resume that lost state (Adam moments, the step count, the
+# sampler's position) moves weights by ~lr = 1e-3 relative, so 1e-4 still tells the two apart.
 RINGTRAIN_FAULT_KILL="0:40" job 2 "$WORK/ckw" > /dev/null 2>&1
 for n in 1 4; do
   cp -r "$WORK/ckw" "$WORK/ckw$n"
   job "$n" "$WORK/ckw$n" --resume --save "$WORK/w$n.st" > "$WORK/w$n.log" 2>&1 || { fail "resume at $n ranks exited $?"; tail -3 "$WORK/w$n.log"; }
   d=$("$PYTHON" "$TESTS_DIR/compare_weights.py" "$WORK/base2.st" "$WORK/w$n.st")
-  awk -v d="$d" 'BEGIN { exit !(d < 1e-5) }' && pass || fail "resumed at $n ranks: relative difference $d >= 1e-5"
+  awk -v d="$d" 'BEGIN { exit !(d < 1e-4) }' && pass || fail "resumed at $n ranks: relative difference $d >= 1e-4"
 done
 # A read-only checkpoint directory (a read-only bind mount, which binds root too): a clear error before
 # any training, and the checkpoint already there is untouched.
