@@ -407,7 +407,9 @@ int train_command(int argc, char** argv, int first) {
                              std::to_string(grid->tp()) + ")"
                        : "")
               << ", " << config.optimizer << " lr " << config.lr
-              << ", kernels " << ops::isa_name(kernels.level) << " " << config.precision << " x " << threads
+              << ", kernels " << ops::isa_name(kernels.level) << " " << config.precision
+              << (precision == ops::Precision::Fp32 ? "" : std::string(" (") + ops::precision_path(isa, precision) + ")")
+              << " x " << threads
               << " thread(s)"
               << (dp_comm.size() > 1 ? std::string(", all-reduce ") + opt.str("allreduce") + hosts_note(dp_comm) +
                                         ", overlap " + config.overlap +

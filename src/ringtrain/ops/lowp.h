@@ -33,5 +33,8 @@ bool cpu_has_avx512_bf16();
 const KernelTable& kernels_for(IsaLevel level, Precision p);
 // The round-then-fp32 composition at `level` (the fallback; at Ref the reference twin).
 const KernelTable& rounding_kernels_for(IsaLevel level, Precision p);
+// What kernels_for(level, p) computes with, in a few words for the start-up line (so a CPU without
+// AVX512_BF16 says that bf16 runs as rounded operands into the fp32 kernels).
+const char* precision_path(IsaLevel level, Precision p);
 
 }  // namespace ringtrain::ops

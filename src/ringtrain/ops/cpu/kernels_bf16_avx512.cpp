@@ -708,17 +708,27 @@ void crp_backward(float* dinp, float* dweight, float* dbias, const float* dout, 
 }
 
 // ---- linear: a bf16-pair GEMM ------------------------------------------------------------------------
-// C[m][n] (m < MR, n < ncols <= NV*L) = (bias ? bias[n] : 0) + sum_kp A2[m*lda + kp] . B2[kp*ldb + n],
-// A2 and B2 pair words; B2 rows are zero beyond N up to ldb (a multiple of L), so only stores are masked.
+// C[m][n] (m < MR, n < ncols <= NV*L) = (accumulate ? C[m][n] : bias ? bias[n] : 0)
+//                                       + sum_kp A2[m*lda + kp] . B2[kp*ldb + n],
+// A2 and B2 pair words; B2 rows are zero beyond N up to ldb (a multiple of L), so only the last vector's
+// stores (and accumulating loads) are masked. The linears pass a bias, the convs' panels accumulate
+// (zoo_conv_bf16.inc): one micro-kernel for both.
 template <int MR, int NV>
 inline void gemm_tile_bf16(int KP, const u32a* A, std::size_t lda, const u32a* Bm, std::size_t ldb, float* C,
-                           std::size_t ldc, int ncols, const float* bias) {
+                           std::size_t ldc, int ncols, const float* bias, bool accumulate = false) {
   const V::M last = V::mask(ncols - (NV - 1) * L);
   R acc[MR][NV];
-  for (int v = 0; v < NV; ++v) {
-    R init = V::zero();
-    if (bias) init = v < NV - 1 ? V::load(bias + v * L) : V::load_mask(bias + v * L, last);
-    for (int m = 0; m < MR; ++m) acc[m][v] = init;
+  if (accumulate) {
+    for (int m = 0; m < MR; ++m) {
+      for (int v = 0; v < NV - 1; ++v) acc[m][v] = V::load(C + m * ldc + v * L);
+      acc[m][NV - 1] = V::load_mask(C + m * ldc + (NV - 1) * L, last);
+    }
+  } else {
+    for (int v = 0; v < NV; ++v) {
+      R init = V::zero();
+      if (bias) init = v < NV - 1 ? V::load(bias + v * L) : V::load_mask(bias + v * L, last);
+      for (int m = 0; m < MR; ++m) acc[m][v] = init;
+    }
   }
   for (int kp = 0; kp < KP; ++kp) {
     B b[NV];
@@ -849,6 +859,9 @@ void lin_backward(float* dinp, float* dweight, float* dbias, const float* dout, 
     }
 }
 
+// The zoo's general and pointwise convolutions: im2col into bf16 pairs + the GEMM tile above.
+#include "ringtrain/ops/cpu/zoo_conv_bf16.inc"
+
 #pragma GCC diagnostic pop
 
 }  // namespace
@@ -863,6 +876,9 @@ void fill_bf16_avx512(KernelTable& t) {
   t.conv2d_relu_pool_blocked = crp_blocked;
   t.linear_forward = lin_forward;
   t.linear_backward = lin_backward;
+  t.conv2d_forward = zoo_bf16::conv_forward;
+  t.conv2d_backward_data = zoo_bf16::conv_backward_data;
+  t.conv2d_backward_weight = zoo_bf16::conv_backward_weight;
 }
 
 }  // namespace ringtrain::ops::cpu

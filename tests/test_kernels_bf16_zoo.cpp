@@ -1,0 +1,234 @@
+// The bf16 tables' plain conv passes (conv2d_forward / backward_data / backward_weight) at the zoo's shapes
+// (resnet18, mobilenet_v2, vit's patch embedding) and at odd ones: batch 1, channels not a multiple of 16,
+// odd reduction lengths (a zero pair partner), stride 2, 7x7 and 5x5 kernels, 1x1, groups, taps that read
+// only padding (3x3 on 1x1 maps), several GEMM chunks with a partial last one. On a CPU with AVX512_BF16
+// the avx512 bf16 table runs vdpbf16ps kernels (ops/cpu/zoo_conv_bf16.inc) for these; elsewhere, and for
+// depthwise and LeNet's shapes, the rounding fallback. Every level this CPU runs is tested.
+//
+// Bounds as in tests/test_kernels_bf16.cpp (docs/MIXED_PRECISION.md): operands rounded to bf16 (u_h = 2^-8),
+// products exact in fp32, an fp32 sum of n terms within gamma(n) sum|terms| (u = 2^-24). Against
+//   the twin, the exact result on the rounded operands:  gamma(n) M' + u |want|
+//   the fp32 semantics (unrounded operands):            (2 u_h + u_h^2) M + gamma(n) M' + u |want|
+//   the rounding composition at level ref (float sums, itself within the twin bound): twice the twin bound
+// with M = the reference on |operands|, M' on |rounded operands|, n = the reduction length + 2: forward
+// C/groups * R * S, backward-data K/groups * R * S (col2im adds the R * S taps' sums), backward-weight N * P * Q.
+// dbias sums the rounded dout (no product): u_h relative to the fp32 semantics. Integer data (exact in bf16,
+// exact sums) must give every pass bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ringtrain/core/half.h"
+#include "ringtrain/core/rng.h"
+#include "ringtrain/ops/kernels.h"
+#include "ringtrain/ops/lowp.h"
+
+namespace ringtrain::ops {
+namespace {
+
+constexpr double kU = 1.0 / 16777216.0, kUh = 1.0 / 256.0;
+double gamma(double n) { return n * kU / (1.0 - n * kU); }
+
+struct Shape {
+  const char* name;
+  Conv2dShape s;
+};
+Conv2dShape conv(int N, int C, int H, int W, int K, int R, int stride, int pad, int groups = 1) {
+  Conv2dShape s;
+  s.N = N, s.C = C, s.H = H, s.W = W, s.K = K, s.R = s.S = R, s.stride = stride, s.pad = pad, s.groups = groups;
+  return s;
+}
+// The zoo's shapes (28x28x1 inputs) at small batches, then odd ones.
+std::vector<Shape> shapes() {
+  return {{"resnet18 stem 1x28x28->64 k7s2", conv(3, 1, 28, 28, 64, 7, 2, 3)},
+          {"resnet18 64x7x7->64 k3 (2 chunks)", conv(8, 64, 7, 7, 64, 3, 1, 1)},
+          {"resnet18 64x7x7->128 k3s2", conv(5, 64, 7, 7, 128, 3, 2, 1)},
+          {"resnet18 64x7x7->128 k1s2", conv(4, 64, 7, 7, 128, 1, 2, 0)},
+          {"resnet18 128x4x4->128 k3", conv(6, 128, 4, 4, 128, 3, 1, 1)},
+          {"resnet18 256x2x2->256 k3 (2 chunks)", conv(20, 256, 2, 2, 256, 3, 1, 1)},
+          {"resnet18 512x1x1->512 k3 (centre tap)", conv(3, 512, 1, 1, 512, 3, 1, 1)},
+          {"mobilenet_v2 stem 1x28x28->32 k3s2", conv(2, 1, 28, 28, 32, 3, 2, 1)},
+          {"mobilenet_v2 pw 16x14x14->96", conv(3, 16, 14, 14, 96, 1, 1, 0)},
+          {"mobilenet_v2 pw 144x7x7->24", conv(5, 144, 7, 7, 24, 1, 1, 0)},
+          {"mobilenet_v2 pw 960x1x1->320", conv(4, 960, 1, 1, 320, 1, 1, 0)},
+          {"mobilenet_v2 dw 96x14x14 s2 (fallback)", conv(3, 96, 14, 14, 96, 3, 2, 1, 96)},
+          {"vit patch 1x28x28->128 k7s7", conv(2, 1, 28, 28, 128, 7, 7, 0)},
+          {"batch 1, C17 K19, 9x11", [] { auto s = conv(1, 17, 9, 11, 19, 3, 1, 1); return s; }()},
+          {"batch 1, stride 2, K7", conv(1, 33, 5, 5, 7, 3, 2, 1)},
+          {"pointwise odd K, batch 2", conv(2, 20, 6, 6, 35, 1, 1, 0)},
+          {"5x5, C18 K21", conv(3, 18, 8, 8, 21, 5, 1, 2)},
+          {"7x7 stem, 3 channels, batch 1", conv(1, 3, 15, 15, 17, 7, 2, 3)},
+          {"groups 2, Cg17 Kg17", conv(2, 34, 5, 5, 34, 3, 1, 1, 2)},
+          {"1x1 stride 2, K odd", conv(3, 24, 5, 5, 33, 1, 2, 0)},
+          {"LeNet conv2 (fallback)", conv(3, 6, 14, 14, 16, 5, 1, 0)}};
+}
+
+std::vector<float> random_vec(std::size_t n, Rng& rng) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = rng.uniform(-1.0f, 1.0f);
+  return v;
+}
+std::vector<float> integer_vec(std::size_t n, Rng& rng, int range, float scale) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = float(int(rng.below(2 * range + 1)) - range) * scale;
+  return v;
+}
+std::vector<float> rounded(const std::vector<float>& v) {
+  std::vector<float> r(v.size());
+  round_bf16(r.data(), v.data(), v.size());
+  return r;
+}
+std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+std::vector<double> abs_double(const std::vector<float>& v) {
+  std::vector<double> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = std::fabs(v[i]);
+  return out;
+}
+
+// The three passes' results (bias included: the layers of the zoo mostly have none, vit's patch embedding has).
+struct Passes {
+  std::vector<float> y, dx, dw, db;
+};
+Passes run(const KernelTable& k, const Conv2dShape& s, const std::vector<float>& x, const std::vector<float>& w,
+           const std::vector<float>& b, const std::vector<float>& dy) {
+  Passes p{std::vector<float>(dy.size(), NAN), std::vector<float>(x.size(), NAN), std::vector<float>(w.size(), NAN),
+           std::vector<float>(b.size(), NAN)};
+  k.conv2d_forward(p.y.data(), x.data(), w.data(), b.data(), s);
+  k.conv2d_backward_data(p.dx.data(), dy.data(), w.data(), s);
+  k.conv2d_backward_weight(p.dw.data(), p.db.data(), dy.data(), x.data(), s);
+  return p;
+}
+struct RefPasses {
+  std::vector<double> y, dx, dw, db;
+};
+RefPasses run_ref(const Conv2dShape& s, const std::vector<double>& x, const std::vector<double>& w,
+                  const std::vector<double>& b, const std::vector<double>& dy) {
+  RefPasses p{std::vector<double>(dy.size()), std::vector<double>(x.size()), std::vector<double>(w.size()),
+              std::vector<double>(b.size())};
+  ref::conv2d_forward(p.y.data(), x.data(), w.data(), b.data(), s);
+  ref::conv2d_backward_data(p.dx.data(), dy.data(), w.data(), s);
+  ref::conv2d_backward_weight(p.dw.data(), p.db.data(), dy.data(), x.data(), s);
+  return p;
+}
+
+// |got - want| <= rel * mag + g * magr + u |want| element by element; prints the first mismatches.
+void expect_within(const std::string& what, const std::vector<float>& got, const std::vector<double>& want,
+                   const std::vector<double>& mag, double rel, const std::vector<double>& magr, double g) {
+  ASSERT_EQ(got.size(), want.size());
+  int bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double tol = rel * mag[i] + g * magr[i] + kU * std::fabs(want[i]) + 1e-30;
+    const double err = std::fabs(double(got[i]) - want[i]);
+    if (!(err <= tol) && bad++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want " << want[i] << " (error " << err
+                    << " > tolerance " << tol << ")";
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " outside tolerance";
+}
+void expect_exact(const std::string& what, const std::vector<float>& got, const std::vector<double>& want) {
+  int bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (!(double(got[i]) == want[i]) && bad++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want " << want[i];
+  EXPECT_EQ(bad, 0) << what << ": integer data must give exact results";
+}
+
+bool level_under_test(IsaLevel level) {
+  const char* env = std::getenv("RINGTRAIN_ISA");
+  return !(env && *env) || level == IsaLevel::Ref || level == parse_isa(env);
+}
+
+class Bf16ZooConv : public ::testing::TestWithParam<IsaLevel> {
+ protected:
+  void SetUp() override {
+    if (!level_under_test(GetParam())) GTEST_SKIP() << "RINGTRAIN_ISA selects another level";
+  }
+  const KernelTable& k() const { return kernels_for(GetParam(), Precision::Bf16); }
+};
+
+TEST_P(Bf16ZooConv, WithinRoundingBoundsOfTwinAndFp32) {
+  Rng rng(21);
+  const KernelTable& twin = rounding_kernels_for(IsaLevel::Ref, Precision::Bf16);
+  for (const Shape& sh : shapes()) {
+    const Conv2dShape& s = sh.s;
+    SCOPED_TRACE(sh.name);
+    auto x = random_vec(std::size_t(s.N) * s.C * s.H * s.W, rng);
+    auto w = random_vec(std::size_t(s.K) * s.Cg() * s.R * s.S, rng);
+    auto b = random_vec(s.K, rng);
+    auto dy = random_vec(std::size_t(s.N) * s.K * s.P() * s.Q(), rng);
+    const auto xr = rounded(x), wr = rounded(w), dyr = rounded(dy);
+    const Passes got = run(k(), s, x, w, b, dy);
+    const Passes ref = run(twin, s, x, w, b, dy);
+    const RefPasses exact = run_ref(s, to_double(x), to_double(w), to_double(b), to_double(dy));
+    const RefPasses on_rounded = run_ref(s, to_double(xr), to_double(wr), to_double(b), to_double(dyr));
+    const RefPasses mag = run_ref(s, abs_double(x), abs_double(w), abs_double(b), abs_double(dy));
+    const RefPasses magr = run_ref(s, abs_double(xr), abs_double(wr), abs_double(b), abs_double(dyr));
+    const double nf = double(s.Cg()) * s.R * s.S + 2, nd = double(s.Kg()) * s.R * s.S + 2,
+                 nw = double(s.N) * s.P() * s.Q() + 2, r2 = 2 * kUh + kUh * kUh;
+    expect_within("out vs twin", got.y, on_rounded.y, mag.y, 0.0, magr.y, gamma(nf));
+    expect_within("dinp vs twin", got.dx, on_rounded.dx, mag.dx, 0.0, magr.dx, gamma(nd));
+    expect_within("dweight vs twin", got.dw, on_rounded.dw, mag.dw, 0.0, magr.dw, gamma(nw));
+    expect_within("dbias vs twin", got.db, on_rounded.db, mag.db, 0.0, magr.db, gamma(nw));
+    const std::vector<double> ry = to_double(ref.y), rdx = to_double(ref.dx), rdw = to_double(ref.dw),
+                              rdb = to_double(ref.db);
+    expect_within("out vs level-ref twin", got.y, ry, mag.y, 0.0, magr.y, 2 * gamma(nf));
+    expect_within("dinp vs level-ref twin", got.dx, rdx, mag.dx, 0.0, magr.dx, 2 * gamma(nd));
+    expect_within("dweight vs level-ref twin", got.dw, rdw, mag.dw, 0.0, magr.dw, 2 * gamma(nw));
+    expect_within("out vs fp32", got.y, exact.y, mag.y, r2, magr.y, gamma(nf));
+    expect_within("dinp vs fp32", got.dx, exact.dx, mag.dx, r2, magr.dx, gamma(nd));
+    expect_within("dweight vs fp32", got.dw, exact.dw, mag.dw, r2, magr.dw, gamma(nw));
+    expect_within("dbias vs fp32", got.db, exact.db, mag.db, kUh, magr.db, gamma(nw));
+    // Without dbias (the zoo's convs have no bias) the weight gradient keeps its bits.
+    std::vector<float> dw2(w.size(), NAN);
+    k().conv2d_backward_weight(dw2.data(), nullptr, dy.data(), x.data(), s);
+    EXPECT_EQ(0, std::memcmp(dw2.data(), got.dw.data(), dw2.size() * 4)) << "dweight without dbias differs";
+  }
+}
+
+TEST_P(Bf16ZooConv, IntegerDataExact) {
+  Rng rng(22);
+  for (const Shape& sh : shapes()) {
+    const Conv2dShape& s = sh.s;
+    SCOPED_TRACE(sh.name);
+    // integers in [-3, 3] and eighths in [-0.5, 0.5]: exact in bf16, every partial sum exact in fp32
+    auto x = integer_vec(std::size_t(s.N) * s.C * s.H * s.W, rng, 3, 1.0f);
+    auto w = integer_vec(std::size_t(s.K) * s.Cg() * s.R * s.S, rng, 4, 0.125f);
+    auto b = integer_vec(s.K, rng, 4, 0.125f);
+    auto dy = integer_vec(std::size_t(s.N) * s.K * s.P() * s.Q(), rng, 3, 1.0f);
+    const Passes got = run(k(), s, x, w, b, dy);
+    const RefPasses want = run_ref(s, to_double(x), to_double(w), to_double(b), to_double(dy));
+    expect_exact("out", got.y, want.y);
+    expect_exact("dinp", got.dx, want.dx);
+    expect_exact("dweight", got.dw, want.dw);
+    expect_exact("dbias", got.db, want.db);
+  }
+}
+
+std::vector<IsaLevel> levels() { return supported_isas(); }
+std::string level_name(const ::testing::TestParamInfo<IsaLevel>& info) { return isa_name(info.param); }
+INSTANTIATE_TEST_SUITE_P(Levels, Bf16ZooConv, ::testing::ValuesIn(levels()), level_name);
+
+// Which conv passes run vdpbf16ps: the zoo's GEMM shapes where the CPU has AVX512_BF16; the rounding fallback
+// for every shape elsewhere.
+TEST(Bf16ZooConvDispatch, DotProductKernelsOnlyWhereTheCpuHasThem) {
+  if (detect_isa() < IsaLevel::Avx512 || !cpu_has_avx512_bf16()) {
+    for (IsaLevel l : supported_isas())
+      EXPECT_EQ(kernels_for(l, Precision::Bf16).conv2d_forward, rounding_kernels_for(l, Precision::Bf16).conv2d_forward);
+    GTEST_SKIP() << "no AVX512_BF16 on this CPU: the bf16 convs round their operands and run the fp32 kernels";
+  }
+  const KernelTable& fast = kernels_for(IsaLevel::Avx512, Precision::Bf16);
+  const KernelTable& fallback = rounding_kernels_for(IsaLevel::Avx512, Precision::Bf16);
+  EXPECT_NE(fast.conv2d_forward, fallback.conv2d_forward);
+  EXPECT_NE(fast.conv2d_backward_data, fallback.conv2d_backward_data);
+  EXPECT_NE(fast.conv2d_backward_weight, fallback.conv2d_backward_weight);
+  EXPECT_EQ(kernels_for(IsaLevel::Avx2, Precision::Bf16).conv2d_forward,
+            rounding_kernels_for(IsaLevel::Avx2, Precision::Bf16).conv2d_forward);
+}
+
+}  // namespace
+}  // namespace ringtrain::ops
