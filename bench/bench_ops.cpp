@@ -7,6 +7,8 @@
 //   RINGTRAIN_ISA=avx2 bench_ops     (another kernel level; default: the best this CPU runs)
 //   bench_ops --precision bf16       (the kernels of another compute precision, ops/lowp.h; default fp32)
 //   bench_ops --zoo-batch 64 --benchmark_filter=zoo   (the zoo's conv shapes: resnet18, mobilenet_v2, ViT)
+//   bench_ops --zoo-bf16 [--reps 15] [--zoo-filter resnet18]   (only the zoo's conv passes: fp32, bf16 and bf16's rounding fallback
+//                                       side by side, medians of alternating timings, then exit)
 //
 // Ends with the issue-3 comparison: the five convolution passes of a step (conv1 forward and
 // backward-weight, conv2 forward, backward-data and backward-weight), ringtrain vs oneDNN, as the
@@ -79,7 +81,9 @@ std::vector<ZooShape> zoo_shapes() {
           {"resnet18 64x7x7->128 k3s2", c(64, 7, 128, 3, 2, 1)},
           {"resnet18 64x7x7->128 k1s2", c(64, 7, 128, 1, 2, 0)},
           {"resnet18 128x4x4->128 k3", c(128, 4, 128, 3, 1, 1)},
+          {"resnet18 128x4x4->256 k3s2", c(128, 4, 256, 3, 2, 1)},
           {"resnet18 256x2x2->256 k3", c(256, 2, 256, 3, 1, 1)},
+          {"resnet18 256x2x2->512 k3s2", c(256, 2, 512, 3, 2, 1)},
           {"resnet18 512x1x1->512 k3", c(512, 1, 512, 3, 1, 1)},
           {"mobilenet_v2 stem 1x28x28->32 k3s2", c(1, 28, 32, 3, 2, 1)},
           {"mobilenet_v2 dw 96x14x14 s2", c(96, 14, 96, 3, 2, 1, 96)},
@@ -154,6 +158,60 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return worst;
 }
 
+// The zoo's conv passes at fp32, bf16 (vdpbf16ps where the CPU has AVX512_BF16) and bf16's rounding fallback
+// (bf16-rounded operands into the fp32 kernels: what bf16 ran before the native kernels, and still runs on CPUs
+// without AVX512_BF16), all at the default ISA level, timed round-robin `reps` times each in one run (process
+// CPU time, medians): the ratios come from the same minutes of the same (shared) machine.
+int zoo_bf16_side_by_side(int reps, const char* filter) {
+  const ops::IsaLevel level = ops::default_isa();
+  const ops::KernelTable& f32 = ops::kernels_for(level);
+  const ops::KernelTable& b16 = ops::kernels_for(level, ops::Precision::Bf16);
+  const ops::KernelTable& rnd = ops::rounding_kernels_for(level, ops::Precision::Bf16);
+  const double bf_peak = bench::cpu_has("avx512bf16") ? bench::measure_gflops(bench::dpbf16_loop, bench::kDpbf16Flop) : 0.0;
+  std::printf("zoo conv passes, batch %d, %s, one thread; medians of %d round-robin timings (process CPU time)\n"
+              "peaks measured now: fp32 FMA %.1f GFLOP/s, vdpbf16ps %.1f GFLOP/s%s\n",
+              g_zoo_batch, ops::isa_name(level), reps, g_peak, bf_peak,
+              bf_peak > 0 ? "" : " (no AVX512_BF16: bf16 is the rounding fallback)");
+  std::printf("%-40s %-15s %9s %9s %9s %7s %7s %8s %7s %7s\n", "shape", "pass", "fp32 us", "bf16 us", "round us",
+              "fp32/bf", "rnd/bf", "bf GF/s", "%bfpk", "%fp32pk");
+  double tot[3] = {0, 0, 0};
+  for (const ZooShape& z : zoo_shapes()) {
+    if (filter && !std::strstr(z.name, filter)) continue;
+    ConvData c(z.s, false);
+    const double flop = c.s.macs() * 2;
+    const char* pass_names[3] = {"forward", "backward_data", "backward_weight"};
+    for (int pass = 0; pass < 3; ++pass) {
+      auto call = [&](const ops::KernelTable& k) {
+        if (pass == 0) k.conv2d_forward(c.y.data(), c.x.data(), c.w.data(), nullptr, c.s);
+        if (pass == 1) k.conv2d_backward_data(c.dx.data(), c.dy.data(), c.w.data(), c.s);
+        if (pass == 2) k.conv2d_backward_weight(c.dw.data(), nullptr, c.dy.data(), c.x.data(), c.s);
+      };
+      const ops::KernelTable* tables[3] = {&f32, &b16, &rnd};
+      std::vector<double> t[3];
+      for (auto* k : tables) call(*k);  // warm-up: scratch grown, caches filled
+      for (int r = 0; r < reps; ++r)
+        for (int i = 0; i < 3; ++i) {
+          const double t0 = process_cpu_seconds();
+          call(*tables[i]);
+          t[i].push_back(process_cpu_seconds() - t0);
+        }
+      double med[3];
+      for (int i = 0; i < 3; ++i) {
+        std::sort(t[i].begin(), t[i].end());
+        med[i] = t[i][reps / 2];
+        tot[i] += med[i];
+      }
+      const double gf = flop / med[1] * 1e-9;
+      std::printf("%-40s %-15s %9.1f %9.1f %9.1f %7.2f %7.2f %8.1f %7.1f %7.1f\n", z.name, pass_names[pass], med[0] * 1e6,
+                  med[1] * 1e6, med[2] * 1e6, med[0] / med[1], med[2] / med[1], gf, bf_peak > 0 ? 100 * gf / bf_peak : 0.0,
+                  100 * gf / g_peak);
+    }
+  }
+  std::printf("%-56s %9.1f %9.1f %9.1f %7.2f %7.2f\n", "sum of the medians", tot[0] * 1e6, tot[1] * 1e6, tot[2] * 1e6,
+              tot[0] / tot[1], tot[2] / tot[1]);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -166,6 +224,16 @@ int main(int argc, char** argv) {
   }
   g_k = &ops::kernels_for(ops::default_isa(), precision);
   g_peak = bench::fp32_peak_gflops();
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--zoo-bf16") == 0) {
+      int reps = 15;
+      const char* filter = nullptr;
+      for (int j = 1; j + 1 < argc; ++j) {
+        if (std::strcmp(argv[j], "--reps") == 0) reps = std::atoi(argv[j + 1]);
+        if (std::strcmp(argv[j], "--zoo-filter") == 0) filter = argv[j + 1];
+      }
+      return zoo_bf16_side_by_side(reps, filter);
+    }
   std::printf("ringtrain kernels: %s %s, batch %d, one thread; measured fp32 peak of this core: %.1f GFLOP/s\n",
               ops::isa_name(g_k->level), ops::precision_name(precision), g_batch, g_peak);
 

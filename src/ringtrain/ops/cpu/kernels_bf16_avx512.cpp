@@ -26,6 +26,7 @@
 #include <cstring>
 #include <utility>
 
+#include "ringtrain/core/aligned.h"
 #include "ringtrain/core/error.h"
 #include "ringtrain/core/half.h"
 #include "ringtrain/ops/cpu/bf16_tables.h"
