@@ -2,8 +2,8 @@
 // (resnet18, mobilenet_v2, vit's patch embedding) and at odd ones: batch 1, channels not a multiple of 16,
 // odd reduction lengths (a zero pair partner), stride 2, 7x7 and 5x5 kernels, 1x1, groups, taps that read
 // only padding (3x3 on 1x1 maps), several GEMM chunks with a partial last one. On a CPU with AVX512_BF16
-// the avx512 bf16 table runs vdpbf16ps kernels (ops/cpu/zoo_conv_bf16.inc) for these; elsewhere, and for
-// depthwise and LeNet's shapes, the rounding fallback. Every level this CPU runs is tested.
+// the avx512 bf16 table runs vdpbf16ps kernels (ops/cpu/zoo_conv_bf16.inc) for these and depthwise kernels that
+// round in the lanes; elsewhere, and for LeNet's shapes, the rounding fallback. Every level this CPU runs is tested.
 //
 // Bounds as in tests/test_kernels_bf16.cpp (docs/MIXED_PRECISION.md): operands rounded to bf16 (u_h = 2^-8),
 // products exact in fp32, an fp32 sum of n terms within gamma(n) sum|terms| (u = 2^-24). Against
@@ -56,7 +56,8 @@ std::vector<Shape> shapes() {
           {"mobilenet_v2 pw 16x14x14->96", conv(3, 16, 14, 14, 96, 1, 1, 0)},
           {"mobilenet_v2 pw 144x7x7->24", conv(5, 144, 7, 7, 24, 1, 1, 0)},
           {"mobilenet_v2 pw 960x1x1->320", conv(4, 960, 1, 1, 320, 1, 1, 0)},
-          {"mobilenet_v2 dw 96x14x14 s2 (fallback)", conv(3, 96, 14, 14, 96, 3, 2, 1, 96)},
+          {"mobilenet_v2 dw 96x14x14 s2", conv(3, 96, 14, 14, 96, 3, 2, 1, 96)},
+          {"depthwise 3x3 s1, 17 channels, batch 17", conv(17, 17, 7, 7, 17, 3, 1, 1, 17)},
           {"vit patch 1x28x28->128 k7s7", conv(2, 1, 28, 28, 128, 7, 7, 0)},
           {"batch 1, C17 K19, 9x11", [] { auto s = conv(1, 17, 9, 11, 19, 3, 1, 1); return s; }()},
           {"batch 1, stride 2, K7", conv(1, 33, 5, 5, 7, 3, 2, 1)},

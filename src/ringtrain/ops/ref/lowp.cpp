@@ -155,7 +155,7 @@ const char* precision_path(IsaLevel level, Precision p) {
   if (p == Precision::Fp32) return "fp32 arithmetic";
   if (p == Precision::Fp16) return "operands rounded to fp16, fp32 arithmetic (the fp32 kernels)";
   if (level == IsaLevel::Avx512 && cpu_has_avx512_bf16())
-    return "vdpbf16ps for convs (not depthwise) and linears, the others rounded operands into the fp32 kernels";
+    return "vdpbf16ps: convs but the depthwise ones, linears; the rest: rounded operands, fp32 kernels";
   return cpu_has_avx512_bf16() ? "operands rounded to bf16, fp32 arithmetic (the fp32 kernels of this level)"
                                : "operands rounded to bf16, fp32 arithmetic (the fp32 kernels: no AVX512_BF16 on this CPU)";
 }
