@@ -3,7 +3,8 @@
 //
 //   bench_train_step [--batch 256] [--threads 1] [--isa avx512] [--precision fp32|bf16|fp16] [--steps 200]
 //                    [--repeats 5] [--data DIR]
-//   bench_train_step --layers [--precisions fp32,bf16] [--batch 256] [--steps 200] [--data DIR]
+//   bench_train_step --layers [--model lenet5|resnet18|mobilenet_v2|vit] [--precisions fp32[,bf16]]
+//                    [--batch 64] [--steps N] [--isa L] [--data DIR]
 //
 // --data DIR: the first 8 batches of DIR/train-images-idx3-ubyte(.gz) and its labels (e.g. Debian's
 // /usr/share/datasets/fashion-mnist), pixels scaled to [0,1] as the trainer does; else uniform noise.
@@ -11,11 +12,11 @@
 // Prints samples/s as the median over `repeats` timed runs of `steps` steps each (after warm-up
 // steps), and the whole-step GFLOP/s from the nominal 2.26 MFLOP per sample (bench_ops times each op).
 //
-// --layers: where a step's time goes, one thread, per layer and pass, for several precisions side by side.
-// Each precision has its own model (same initial weights); their steps alternate, so load changes hit
-// every precision alike. Prints each pass's median time (us per step) per precision and the ratio of each
-// to the first precision's. Times include the layer's calls into the kernel table only (no Model
-// bookkeeping); "total" is the median of whole timed steps.
+// --layers: where a step's time goes, one thread, per node and pass of any zoo model (default lenet5, batch
+// 64, fp32), with each pass's FLOPs from the layers' own counts, its GFLOP/s and % of this core's measured fp32
+// peak, a summary over the blocks, and the whole step's % of peak (bench/train_step_profile.h). With several
+// --precisions each has its own model (same initial weights), their steps alternate, and each pass's time is
+// also given as the first precision's over the other's.
 #include <time.h>
 
 #include <algorithm>
@@ -34,6 +35,7 @@
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/ops/lowp.h"
 #include "ringtrain/optim/optimizer.h"
+#include "train_step_profile.h"
 
 using namespace ringtrain;
 using Clock = std::chrono::steady_clock;
@@ -70,126 +72,11 @@ bool has_flag(int argc, char** argv, const char* name) {
   return false;
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-// --layers (see the top of the file).
-int profile_layers(int argc, char** argv, const std::vector<float>& x, const std::vector<uint8_t>& y, int batch,
-                   int nbatches, int steps, ops::IsaLevel level) {
-  std::vector<ops::Precision> precs;
-  {
-    std::string list = arg_str(argc, argv, "--precisions", "fp32,bf16");
-    for (std::size_t at = 0; at <= list.size();) {
-      const std::size_t comma = std::min(list.find(',', at), list.size());
-      precs.push_back(ops::parse_precision(list.substr(at, comma - at)));
-      at = comma + 1;
-    }
-  }
-  struct Run {
-    const ops::KernelTable* k;
-    std::unique_ptr<nn::Model> model;
-    std::unique_ptr<optim::Adam> adam;
-    std::vector<std::vector<float>> acts;
-    std::vector<float> da, db, probs, dlogits;
-    std::vector<std::vector<double>> fwd, bwd;  // [layer][step] seconds
-    std::vector<double> loss_t, adam_t, total;
-  };
-  std::vector<Run> runs(precs.size());
-  for (std::size_t p = 0; p < precs.size(); ++p) {
-    Run& r = runs[p];
-    r.k = &ops::kernels_for(level, precs[p]);
-    r.model = nn::make_lenet5();
-    r.model->init_parameters(0);
-    r.model->reserve(batch);
-    r.adam = std::make_unique<optim::Adam>(r.model->params().size(), optim::AdamOptions{});
-    r.adam->use_kernels(*r.k);
-    Shape sh = r.model->input_shape();
-    std::size_t largest = shape_numel(sh);
-    for (const auto& layer : r.model->layers()) {
-      sh = layer->configure(sh);
-      r.acts.emplace_back(std::size_t(batch) * shape_numel(sh));
-      largest = std::max<std::size_t>(largest, shape_numel(sh));
-    }
-    r.da.resize(std::size_t(batch) * largest);
-    r.db.resize(r.da.size());
-    r.probs.resize(std::size_t(batch) * 10);
-    r.dlogits.resize(r.probs.size());
-    r.fwd.resize(r.acts.size());
-    r.bwd.resize(r.acts.size());
-  }
-  auto now = [] { return Clock::now(); };
-  auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
-  const int warm = std::max(3, steps / 10);
-  for (int i = 0; i < warm + steps; ++i) {
-    const bool keep = i >= warm;
-    const float* xb = x.data() + std::size_t(i % nbatches) * batch * 784;
-    const uint8_t* yb = y.data() + std::size_t(i % nbatches) * batch;
-    for (Run& r : runs) {
-      const ops::KernelTable& k = *r.k;
-      nn::ParameterSet& ps = r.model->params();
-      const auto& layers = r.model->layers();
-      for (const auto& layer : layers) layer->prepare(k);
-      const auto t_step = now();
-      const float* in = xb;
-      for (std::size_t l = 0; l < layers.size(); ++l) {
-        const auto t0 = now();
-        layers[l]->forward(k, ps, in, r.acts[l].data(), batch);
-        if (keep) r.fwd[l].push_back(secs(t0, now()));
-        in = r.acts[l].data();
-      }
-      auto t0 = now();
-      k.softmax_xent_forward(r.probs.data(), in, yb, batch, 10);
-      k.softmax_xent_backward(r.dlogits.data(), r.probs.data(), yb, batch, 10, 1.0f / float(batch));
-      if (keep) r.loss_t.push_back(secs(t0, now()));
-      const float* dout = r.dlogits.data();
-      float* spare[2] = {r.da.data(), r.db.data()};
-      for (std::size_t l = layers.size(); l-- > 0;) {
-        const float* lin = l == 0 ? xb : r.acts[l - 1].data();
-        float* din = l == 0 ? nullptr : spare[l % 2];
-        const auto t1 = now();
-        layers[l]->backward(k, ps, lin, r.acts[l].data(), dout, din, batch);
-        if (keep) r.bwd[l].push_back(secs(t1, now()));
-        dout = din;
-      }
-      t0 = now();
-      r.adam->step(ps.params(), ps.grads());
-      if (keep) {
-        r.adam_t.push_back(secs(t0, now()));
-        r.total.push_back(secs(t_step, now()));
-      }
-    }
-  }
-  std::printf("per-layer step profile: isa=%s batch=%d steps=%d (alternating), median us per step\n", ops::isa_name(level),
-              batch, steps);
-  std::printf("  %-22s", "pass");
-  for (ops::Precision p : precs) std::printf(" %9s", ops::precision_name(p));
-  for (std::size_t p = 1; p < precs.size(); ++p) std::printf("  %s/%s", ops::precision_name(precs[0]), ops::precision_name(precs[p]));
-  std::printf("\n");
-  auto row = [&](const std::string& name, auto get) {
-    std::printf("  %-22s", name.c_str());
-    std::vector<double> m;
-    for (Run& r : runs) m.push_back(median_of(get(r)) * 1e6);
-    for (double v : m) std::printf(" %9.1f", v);
-    for (std::size_t p = 1; p < m.size(); ++p) std::printf("  %9.2fx", m[0] / m[p]);
-    std::printf("\n");
-  };
-  const auto& layers = runs[0].model->layers();
-  for (std::size_t l = 0; l < layers.size(); ++l)
-    row(layers[l]->name() + " forward", [&](Run& r) { return r.fwd[l]; });
-  row("softmax_xent", [](Run& r) { return r.loss_t; });
-  for (std::size_t l = layers.size(); l-- > 0;)
-    row(layers[l]->name() + " backward", [&](Run& r) { return r.bwd[l]; });
-  row("adam", [](Run& r) { return r.adam_t; });
-  row("total (whole step)", [](Run& r) { return r.total; });
-  return 0;
-}
-
 }  // namespace
 
 int run(int argc, char** argv) {
-  const int batch = arg_int(argc, argv, "--batch", 256);
+  const bool layers = has_flag(argc, argv, "--layers");
+  const int batch = arg_int(argc, argv, "--batch", layers ? 64 : 256);
   const int threads = arg_int(argc, argv, "--threads", 1);
   const int steps = arg_int(argc, argv, "--steps", std::max(20, 50000 / batch));
   const int repeats = arg_int(argc, argv, "--repeats", 5);
@@ -225,7 +112,20 @@ int run(int argc, char** argv) {
     for (auto& l : y) l = uint8_t(rng.below(10));
   }
 
-  if (has_flag(argc, argv, "--layers")) return profile_layers(argc, argv, x, y, batch, nbatches, steps, level);
+  if (layers) {
+    bench::ProfileOptions o;
+    o.model = arg_str(argc, argv, "--model", "lenet5");
+    const std::string list = arg_str(argc, argv, "--precisions", "fp32");
+    for (std::size_t at = 0; at <= list.size();) {
+      const std::size_t comma = std::min(list.find(',', at), list.size());
+      o.precisions.push_back(ops::parse_precision(list.substr(at, comma - at)));
+      at = comma + 1;
+    }
+    o.level = level;
+    o.batch = batch;
+    o.steps = arg_int(argc, argv, "--steps", 0);
+    return bench::profile_train_step(o, x, y, nbatches);
+  }
 
   auto model = nn::make_lenet5();
   model->init_parameters(0);

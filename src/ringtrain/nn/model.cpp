@@ -211,12 +211,14 @@ double Model::forward_macs() const {
   return macs;
 }
 
+double Model::backward_macs(std::size_t node) const {
+  const bool reads_input = std::find(inputs_[node].begin(), inputs_[node].end(), 0) != inputs_[node].end();
+  return layers_[node]->forward_macs() * (reads_input ? 1.0 : 2.0);
+}
+
 double Model::train_flops_per_sample() const {
   double macs = 0.0;
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    const bool reads_input = std::find(inputs_[i].begin(), inputs_[i].end(), 0) != inputs_[i].end();
-    macs += layers_[i]->forward_macs() * (reads_input ? 2.0 : 3.0);
-  }
+  for (std::size_t i = 0; i < layers_.size(); ++i) macs += layers_[i]->forward_macs() + backward_macs(i);
   return 2.0 * macs;
 }
 

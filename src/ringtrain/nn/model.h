@@ -127,8 +127,10 @@ class Model {
   int max_batch() const { return max_batch_; }
   // One sample's forward multiply-adds, summed over the layers (Layer::forward_macs).
   double forward_macs() const;
-  // FLOPs of one sample's training step: 2 x the MACs of the forward, of backward-weight and of
-  // backward-data, the last but for layers reading the model input (no input gradient).
+  // Multiply-adds of node i's backward for one sample: backward-weight and backward-data, each as many as
+  // the forward, the second but for a node reading the model input (no input gradient is computed).
+  double backward_macs(std::size_t node) const;
+  // FLOPs of one sample's training step: 2 x (the forward's MACs + every node's backward_macs).
   double train_flops_per_sample() const;
   // Floats of activations and activation gradients the reserved batch holds.
   std::size_t activation_floats() const;

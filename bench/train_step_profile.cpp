@@ -1,0 +1,184 @@
+#include "train_step_profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include "ringtrain/core/peak.h"
+#include "ringtrain/nn/models/zoo.h"
+#include "ringtrain/optim/optimizer.h"
+
+namespace ringtrain::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// One precision's model, optimizer and per-step timings.
+struct Run {
+  const ops::KernelTable* k = nullptr;
+  std::unique_ptr<nn::Model> model;
+  std::unique_ptr<optim::Adam> adam;
+  std::vector<float> probs, dlogits;
+  std::vector<std::vector<double>> fwd, bwd;  // [node][step] seconds
+  std::vector<double> loss_t, adam_t, total;
+};
+
+// One step of r, timed node by node through the Model's own hooks (forward's after_node, backward's
+// gradient-ready hook, both called on this thread after each node): so a node's time is everything the real
+// step spends on it, the Model's summing of a residual value's gradients included.
+void timed_step(Run& r, const float* xb, const uint8_t* yb, int batch, bool keep) {
+  const ops::KernelTable& k = *r.k;
+  nn::Model& m = *r.model;
+  const std::size_t nodes = m.layers().size();
+  const auto t_step = Clock::now();
+  auto mark = t_step;
+  std::size_t node = 0;
+  const float* logits = m.forward(k, xb, batch, [&] {
+    const auto t = Clock::now();
+    if (keep) r.fwd[node].push_back(secs(mark, t));
+    ++node, mark = t;
+  });
+  const int classes = m.num_classes();
+  k.softmax_xent_forward(r.probs.data(), logits, yb, batch, classes);
+  k.softmax_xent_backward(r.dlogits.data(), r.probs.data(), yb, batch, classes, 1.0f / float(batch));
+  auto t = Clock::now();
+  if (keep) r.loss_t.push_back(secs(mark, t));
+  mark = t;
+  node = nodes;
+  m.backward(k, xb, r.dlogits.data(), batch, [&](const nn::Layer&) {
+    const auto now = Clock::now();
+    if (keep) r.bwd[--node].push_back(secs(mark, now));
+    mark = now;
+  });
+  r.adam->step(m.params().params(), m.params().grads());
+  t = Clock::now();
+  if (keep) {
+    r.adam_t.push_back(secs(mark, t));
+    r.total.push_back(secs(t_step, t));
+  }
+}
+
+// The summary's group of a node: its name with block numbers folded ("encoder.layers.encoder_layer_3.mlp.0" ->
+// "encoder.layers.encoder_layer_*.mlp.0", "layer1.0.conv1" -> "layer1.*.conv1"): every dot-separated part but
+// the last that is a number, or ends in "_<number>", has the number replaced by *.
+std::string fold_block_numbers(const std::string& name) {
+  std::string out;
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t dot = name.find('.', at);
+    std::string part = name.substr(at, dot == std::string::npos ? std::string::npos : dot - at);
+    if (dot == std::string::npos) return out + part;
+    std::size_t digits = part.size();
+    while (digits > 0 && part[digits - 1] >= '0' && part[digits - 1] <= '9') --digits;
+    if (digits < part.size() && (digits == 0 || part[digits - 1] == '_')) part = part.substr(0, digits) + "*";
+    out += part + ".";
+    at = dot + 1;
+  }
+}
+
+}  // namespace
+
+int profile_train_step(const ProfileOptions& o, const std::vector<float>& x, const std::vector<uint8_t>& y,
+                       int nbatches) {
+  std::vector<Run> runs(o.precisions.size());
+  for (std::size_t p = 0; p < runs.size(); ++p) {
+    Run& r = runs[p];
+    r.k = &ops::kernels_for(o.level, o.precisions[p]);
+    r.model = nn::make_model(o.model);
+    r.model->init_parameters(0);
+    r.model->reserve(o.batch);
+    r.adam = std::make_unique<optim::Adam>(r.model->params().size(), optim::AdamOptions{});
+    r.adam->use_kernels(*r.k);
+    r.probs.resize(std::size_t(o.batch) * r.model->num_classes());
+    r.dlogits.resize(r.probs.size());
+    r.fwd.resize(r.model->layers().size());
+    r.bwd.resize(r.model->layers().size());
+  }
+  const nn::Model& m = *runs[0].model;
+  const double step_flop = m.train_flops_per_sample() * o.batch;
+  const int steps = o.steps > 0 ? o.steps : std::clamp(int(3e11 / step_flop), 10, 400);
+  const int warm = std::max(3, steps / 10);
+  const std::size_t per_image = 28 * 28;
+  for (int i = 0; i < warm + steps; ++i)
+    for (Run& r : runs)  // alternating: a load change hits every precision alike
+      timed_step(r, x.data() + std::size_t(i % nbatches) * o.batch * per_image,
+                 y.data() + std::size_t(i % nbatches) * o.batch, o.batch, i >= warm);
+
+  const double peak = fp32_peak_gflops();  // after the steps: the clock has ramped up
+  const double total_us = median_of(runs[0].total) * 1e6;
+  std::printf("per-layer step profile: model=%s isa=%s batch=%d threads=1 steps=%d (after %d warm-up; precisions "
+              "alternating), median us per step; fp32 peak %.1f GFLOP/s (measured)\n",
+              o.model.c_str(), ops::isa_name(o.level), o.batch, steps, warm, peak);
+  std::size_t width = 22;
+  for (const auto& l : m.layers()) width = std::max(width, l->name().size() + 9);
+  std::printf("  %-*s %9s %6s %9s %8s %6s", int(width), "node pass", ops::precision_name(o.precisions[0]), "%step",
+              "MFLOP", "GFLOP/s", "%peak");
+  for (std::size_t p = 1; p < runs.size(); ++p)
+    std::printf(" %9s %9s", ops::precision_name(o.precisions[p]), "ratio");
+  std::printf("\n");
+  // A row: the main precision's median, its share of the step, and (flop > 0) its rate; the others' medians and
+  // the main one's time over theirs.
+  auto row = [&](const std::string& name, auto samples_of, double flop) {
+    const double us = median_of(samples_of(runs[0])) * 1e6;
+    std::printf("  %-*s %9.1f %6.1f", int(width), name.c_str(), us, 100.0 * us / total_us);
+    if (flop > 0 && us > 0)
+      std::printf(" %9.1f %8.1f %6.1f", flop * 1e-6, flop / us * 1e-3, 100.0 * flop / us * 1e-3 / peak);
+    else
+      std::printf(" %9s %8s %6s", "", "", "");
+    for (std::size_t p = 1; p < runs.size(); ++p) {
+      const double other = median_of(samples_of(runs[p])) * 1e6;
+      std::printf(" %9.1f %8.2fx", other, us / other);
+    }
+    std::printf("\n");
+  };
+  const auto& layers = m.layers();
+  for (std::size_t l = 0; l < layers.size(); ++l)
+    row(layers[l]->name() + " fwd", [&](Run& r) { return r.fwd[l]; }, 2.0 * layers[l]->forward_macs() * o.batch);
+  row("softmax_xent", [](Run& r) { return r.loss_t; }, 0.0);
+  for (std::size_t l = layers.size(); l-- > 0;)
+    row(layers[l]->name() + " bwd", [&](Run& r) { return r.bwd[l]; }, 2.0 * m.backward_macs(l) * o.batch);
+  row("adam", [](Run& r) { return r.adam_t; }, 0.0);
+  row("total (whole step)", [](Run& r) { return r.total; }, step_flop);
+
+  // The same, main precision only, summed over the blocks (names folded) and sorted by time: where to look.
+  struct Group {
+    double fwd_us = 0, bwd_us = 0, fwd_flop = 0, bwd_flop = 0;
+  };
+  std::map<std::string, Group> groups;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    Group& g = groups[fold_block_numbers(layers[l]->name())];
+    g.fwd_us += median_of(runs[0].fwd[l]) * 1e6;
+    g.bwd_us += median_of(runs[0].bwd[l]) * 1e6;
+    g.fwd_flop += 2.0 * layers[l]->forward_macs() * o.batch;
+    g.bwd_flop += 2.0 * m.backward_macs(l) * o.batch;
+  }
+  std::vector<std::pair<std::string, Group>> sorted(groups.begin(), groups.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.second.fwd_us + a.second.bwd_us > b.second.fwd_us + b.second.bwd_us;
+  });
+  std::printf("\nby layer, blocks summed (%s), sorted by time: us per step (%% of step), %% of peak\n",
+              ops::precision_name(o.precisions[0]));
+  std::printf("  %-*s %9s %6s %9s %6s %9s %6s\n", int(width), "layer", "fwd us", "%peak", "bwd us", "%peak", "both",
+              "%step");
+  auto pct_peak = [&](double flop, double us) { return us > 0 ? 100.0 * flop / us * 1e-3 / peak : 0.0; };
+  for (const auto& [name, g] : sorted)
+    std::printf("  %-*s %9.1f %6.1f %9.1f %6.1f %9.1f %6.1f\n", int(width), name.c_str(), g.fwd_us,
+                pct_peak(g.fwd_flop, g.fwd_us), g.bwd_us, pct_peak(g.bwd_flop, g.bwd_us), g.fwd_us + g.bwd_us,
+                100.0 * (g.fwd_us + g.bwd_us) / total_us);
+  std::printf("whole step: %.1f ms, %.2f GFLOP (%.1f MFLOP a sample), %.1f GFLOP/s = %.1f%% of peak, %.0f samples/s\n",
+              total_us * 1e-3, step_flop * 1e-9, step_flop / o.batch * 1e-6, step_flop / total_us * 1e-3,
+              pct_peak(step_flop, total_us), o.batch / (total_us * 1e-6));
+  return 0;
+}
+
+}  // namespace ringtrain::bench
