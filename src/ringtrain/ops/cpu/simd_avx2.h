@@ -42,8 +42,14 @@ struct VecAvx2 {
   static void store_mask(float* p, R v, M m) { _mm256_maskstore_ps(p, m, v); }
   // dst[j * ldd + i] = src[i * lds + j] for an 8 x 8 tile.
   static void transpose(const float* src, std::size_t lds, float* dst, std::size_t ldd) {
-    __m256 r[8], t[8];
+    __m256 r[8];
     for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
+    transpose_regs(r);
+    for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * ldd, r[i]);
+  }
+  // The same in registers: r[j] <- lane j of r[0..8), for tiles whose rows do not sit at one stride.
+  static void transpose_regs(__m256* r) {
+    __m256 t[8];
     for (int i = 0; i < 4; ++i) {
       t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
       t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
@@ -58,7 +64,7 @@ struct VecAvx2 {
       t[j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x20);
       t[4 + j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x31);
     }
-    for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * ldd, t[i]);
+    for (int i = 0; i < 8; ++i) r[i] = t[i];
   }
 };
 

@@ -50,8 +50,14 @@ struct VecAvx512 {
   static void store_mask(float* p, R v, M m) { _mm512_mask_storeu_ps(p, m, v); }
   // dst[j * ldd + i] = src[i * lds + j] for a 16 x 16 tile (unpack, shuffle, two 128-bit-lane stages).
   static void transpose(const float* src, std::size_t lds, float* dst, std::size_t ldd) {
-    __m512 r[16], t[16];
+    __m512 r[16];
     for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+    transpose_regs(r);
+    for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, r[i]);
+  }
+  // The same in registers: r[j] <- lane j of r[0..16), for tiles whose rows do not sit at one stride.
+  static void transpose_regs(__m512* r) {
+    __m512 t[16];
     for (int i = 0; i < 8; ++i) {
       t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
       t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
@@ -71,7 +77,6 @@ struct VecAvx512 {
       r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
       r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xDD);
     }
-    for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, r[i]);
   }
 };
 

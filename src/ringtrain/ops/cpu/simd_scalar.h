@@ -35,6 +35,7 @@ struct VecScalar {
     if (m) *p = v;
   }
   static void transpose(const float* src, std::size_t, float* dst, std::size_t) { *dst = *src; }
+  static void transpose_regs(R*) {}
 };
 
 }  // namespace ringtrain::ops::cpu
