@@ -59,8 +59,13 @@ thread_local ChunkScratch scratch;
 
 void chunked_linear_forward(const ops::KernelTable& k, float* out, const float* x, const float* W, const float* bias,
                             int rows, int I, int O, int chunks) {
-  ChunkScratch& s = scratch;
   check_chunks(chunks, I, "input features");
+  if (k.linear_forward_chunked) {  // the table's fused pass: the same tree, no copies (ops/kernels.h)
+    k.linear_forward_chunked(out, x, W, bias, {rows, I, O}, chunks);
+    return;
+  }
+  // The composition (the reference and 16-bit tables): one linear_forward a chunk on copies, then the tree.
+  ChunkScratch& s = scratch;
   const int Ic = I / chunks;
   const std::size_t n = std::size_t(rows) * O;
   if (chunks == 1) {  // one chunk (a rank holding one head's share): no copies, the bias after the sum
@@ -85,9 +90,13 @@ void chunked_linear_forward(const ops::KernelTable& k, float* out, const float* 
 
 void chunked_linear_backward_data(const ops::KernelTable& k, float* din, const float* dout, const float* W, int rows,
                                   int O, int I, int chunks, int groups) {
-  ChunkScratch& s = scratch;
   if (groups < 1 || O % groups != 0) throw Error("tensor-parallel sum: output features not in equal groups");
   check_chunks(chunks, O / groups, "output features per group");
+  if (k.linear_backward_data_chunked && groups <= ops::KernelTable::kMaxChunkSegments) {  // fused (ops/kernels.h)
+    k.linear_backward_data_chunked(din, dout, W, {rows, I, O}, chunks, groups);
+    return;
+  }
+  ChunkScratch& s = scratch;
   const int block = O / groups / chunks, Oc = block * groups;  // a chunk: `groups` blocks of `block` features
   const std::size_t n = std::size_t(rows) * I;
   grow(s.x, std::size_t(rows) * Oc);

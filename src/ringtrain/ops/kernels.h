@@ -50,6 +50,18 @@ struct KernelTable {
                          const LinearShape& s) = nullptr;
   void (*linear_backward)(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                           const float* weight, const LinearShape& s) = nullptr;
+  // vit's split sums (nn/tp_reduction.h: the sums --tp cuts, in one fixed order), fused into one GEMM pass:
+  // out [N, O] = the pairwise tree ((c0 + c1) + (c2 + c3)) over `chunks` equal blocks of the I input features of
+  // inp[:, block] weight[:, block]^T, then + bias (nullable). Each chunk's partial is one FMA chain from zero over
+  // its features in order, whatever the other chunks, so a rank holding some chunks computes them bit for bit as
+  // one process does. Null (reference and 16-bit tables): tp_reduction composes linear_forward calls instead.
+  void (*linear_forward_chunked)(float* out, const float* inp, const float* weight, const float* bias,
+                                 const LinearShape& s, int chunks) = nullptr;
+  // dinp [N, I] = the same tree over chunks of dout[:, cols(c)] weight[cols(c), :], the O outputs being `groups`
+  // equal groups of `chunks` blocks and chunk c the c-th block of every group (vit's packed q | k | v: 3 groups).
+  void (*linear_backward_data_chunked)(float* dinp, const float* dout, const float* weight, const LinearShape& s,
+                                       int chunks, int groups) = nullptr;
+  static constexpr int kMaxChunkSegments = 8;  // groups linear_backward_data_chunked takes at most
   float (*softmax_xent_forward)(float* probs, const float* logits, const uint8_t* labels, int N, int K) = nullptr;
   void (*softmax_xent_backward)(float* dlogits, const float* probs, const uint8_t* labels, int N, int K,
                                 float scale) = nullptr;

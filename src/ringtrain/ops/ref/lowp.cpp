@@ -84,6 +84,9 @@ struct Wrap {
     }
     t.linear_forward = lin_fwd;
     t.linear_backward = lin_bwd;
+    // The split sums compose lin_fwd (nn/tp_reduction.cpp), so their operands are rounded too.
+    t.linear_forward_chunked = nullptr;
+    t.linear_backward_data_chunked = nullptr;
     // ---- the zoo's convolution and pooling ops ----
 
     // ---- end of the zoo's convolution and pooling ops ----
