@@ -126,9 +126,43 @@ TEST(PipelineStages, BalancedCutFollowsGivenNodeCosts) {
   EXPECT_EQ(nn::balanced_cut(*m, own, 3).begins, nn::balanced_cut(*m, 3).begins);
   EXPECT_NE(error_of([&] { nn::balanced_cut(*m, std::vector<double>(3, 1.0), 2); }).find("3 node costs for a model of"),
             std::string::npos);
-  const std::string d = nn::describe_cut(*m, nn::StageCut{{0, 1, L}}, std::vector<double>(std::size_t(L), 1e-3));
+  const std::vector<std::vector<double>> ms(2, std::vector<double>(std::size_t(L), 1e-3));
+  const std::string d = nn::describe_cut(*m, nn::StageCut{{0, 1, L}}, ms);
   EXPECT_NE(d.find("stage 1: nodes 1-"), std::string::npos) << d;
   EXPECT_NE(d.find("of the measured time (" + std::to_string(L - 1) + ".00 ms a micro-batch)"), std::string::npos) << d;
+}
+
+// Each stage priced by its own ranks' times: a stage whose ranks run at half speed gets about half the work.
+TEST(PipelineStages, BalancedCutGivesASlowerStageLessWork) {
+  auto m = nn::make_model("lenet5");  // every node boundary is a chain point
+  const int L = int(m->layers().size());
+  ASSERT_GE(L, 6);
+  // For P = 2 the best cut is a plain scan over every c (earliest on ties): the oracle.
+  auto scan = [&](const std::vector<std::vector<double>>& t) {
+    int best_c = 1;
+    double best = 1e300;
+    for (int c = 1; c < L; ++c) {
+      double a = 0, b = 0;
+      for (int i = 0; i < c; ++i) a += t[0][std::size_t(i)];
+      for (int i = c; i < L; ++i) b += t[1][std::size_t(i)];
+      if (std::max(a, b) < best) best = std::max(a, b), best_c = c;
+    }
+    return best_c;
+  };
+  std::vector<std::vector<double>> ms(2, std::vector<double>(std::size_t(L), 1e-3));
+  EXPECT_EQ(nn::balanced_cut(*m, ms).begin(1), L / 2);  // equal rows: the one-row cut
+  ms[1].assign(std::size_t(L), 2e-3);                   // stage 1's ranks twice as slow
+  EXPECT_EQ(nn::balanced_cut(*m, ms).begin(1), scan(ms));
+  EXPECT_GT(nn::balanced_cut(*m, ms).begin(1), L / 2) << "the slow stage gets fewer nodes";
+  std::swap(ms[0], ms[1]);  // now stage 0's ranks are the slow ones
+  EXPECT_EQ(nn::balanced_cut(*m, ms).begin(1), scan(ms));
+  EXPECT_LT(nn::balanced_cut(*m, ms).begin(1), L / 2);
+  // The start-up line prices each stage by its own row: node 0 on stage 0's slow ranks.
+  const std::string d = nn::describe_cut(*m, nn::StageCut{{0, 1, L}}, ms);
+  EXPECT_NE(d.find("(2.00 ms a micro-batch)"), std::string::npos) << d;
+  EXPECT_NE(error_of([&] { nn::balanced_cut(*m, std::vector<std::vector<double>>(2, std::vector<double>(3, 1.0))); })
+                .find("3 node costs for a model of"),
+            std::string::npos);
 }
 
 // nn/node_timing.h: one positive time a node; the whole model's costliest node is a convolution or a

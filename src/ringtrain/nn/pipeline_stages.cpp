@@ -46,37 +46,50 @@ StageCut balanced_cut(const Model& model, int P) {
 }
 
 StageCut balanced_cut(const Model& model, const std::vector<double>& node_costs, int P) {
-  const int L = int(model.layers().size());
   check(P >= 1, "--pp must be at least 1, got " + std::to_string(P));
-  check(int(node_costs.size()) == L, "pipeline: " + std::to_string(node_costs.size()) + " node costs for a model of " +
-                                         std::to_string(L) + " nodes");
+  return balanced_cut(model, std::vector<std::vector<double>>(std::size_t(P), node_costs));
+}
+
+StageCut balanced_cut(const Model& model, const std::vector<std::vector<double>>& stage_node_costs) {
+  const int L = int(model.layers().size());
+  const int P = int(stage_node_costs.size());
+  check(P >= 1, "--pp must be at least 1, got " + std::to_string(P));
+  for (const auto& costs : stage_node_costs)
+    check(int(costs.size()) == L, "pipeline: " + std::to_string(costs.size()) + " node costs for a model of " +
+                                      std::to_string(L) + " nodes");
   const std::vector<int> points = chain_points(model);
   check(P - 1 <= int(points.size()), "--pp " + std::to_string(P) + ": " + model.name() + " has only " +
                                          std::to_string(points.size()) + " chain point(s) to cut at, so at most " +
                                          std::to_string(points.size() + 1) + " stages");
-  // Cut candidates 0 = the start, points..., L = the end; prefix sums of the node costs.
+  // Cut candidates 0 = the start, points..., L = the end; prefix[s]: prefix sums of stage s's node costs.
   std::vector<int> at{0};
   at.insert(at.end(), points.begin(), points.end());
   at.push_back(L);
-  std::vector<double> prefix(std::size_t(L) + 1, 0.0);
-  for (int i = 0; i < L; ++i) prefix[std::size_t(i) + 1] = prefix[std::size_t(i)] + node_costs[std::size_t(i)];
+  std::vector<std::vector<double>> prefix(std::size_t(P), std::vector<double>(std::size_t(L) + 1, 0.0));
+  for (int s = 0; s < P; ++s)
+    for (int i = 0; i < L; ++i)
+      prefix[std::size_t(s)][std::size_t(i) + 1] =
+          prefix[std::size_t(s)][std::size_t(i)] + stage_node_costs[std::size_t(s)][std::size_t(i)];
   const int C = int(at.size());
-  // best[k][j]: the smallest largest stage cost of k stages covering nodes [0, at[j]); from[k][j] the cut.
+  // best[k][j]: the smallest largest stage cost of stages 0..k-1 covering nodes [0, at[j]) (stage k-1 priced
+  // by its own costs); from[k][j] the cut.
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<std::vector<double>> best(std::size_t(P) + 1, std::vector<double>(std::size_t(C), inf));
   std::vector<std::vector<int>> from(std::size_t(P) + 1, std::vector<int>(std::size_t(C), -1));
   best[0][0] = 0.0;
-  for (int k = 1; k <= P; ++k)
+  for (int k = 1; k <= P; ++k) {
+    const std::vector<double>& pre = prefix[std::size_t(k) - 1];
     for (int j = 1; j < C; ++j)
       for (int i = 0; i < j; ++i) {
         if (best[std::size_t(k) - 1][std::size_t(i)] == inf) continue;
         const double c = std::max(best[std::size_t(k) - 1][std::size_t(i)],
-                                  (prefix[std::size_t(at[std::size_t(j)])] - prefix[std::size_t(at[std::size_t(i)])]));
+                                  pre[std::size_t(at[std::size_t(j)])] - pre[std::size_t(at[std::size_t(i)])]);
         if (c < best[std::size_t(k)][std::size_t(j)]) {  // strict: ties keep the earliest cut
           best[std::size_t(k)][std::size_t(j)] = c;
           from[std::size_t(k)][std::size_t(j)] = i;
         }
       }
+  }
   StageCut cut;
   cut.begins.assign(std::size_t(P) + 1, L);
   for (int k = P, j = C - 1; k > 0; --k) {
@@ -148,10 +161,10 @@ std::string describe_cut(const Model& model, const StageCut& cut) {
   return describe_stages(model, cut, [&](int s) { return percent(stage_cost(model, cut, s), total, "the cost"); });
 }
 
-std::string describe_cut(const Model& model, const StageCut& cut, const std::vector<double>& seconds) {
+std::string describe_cut(const Model& model, const StageCut& cut, const std::vector<std::vector<double>>& seconds) {
   std::vector<double> mine(std::size_t(cut.stages()), 0.0);
   for (int s = 0; s < cut.stages(); ++s)
-    for (int i = cut.begin(s); i < cut.end(s); ++i) mine[std::size_t(s)] += seconds[std::size_t(i)];
+    for (int i = cut.begin(s); i < cut.end(s); ++i) mine[std::size_t(s)] += seconds[std::size_t(s)][std::size_t(i)];
   double total = 0.0;
   for (double t : mine) total += t;
   return describe_stages(model, cut, [&](int s) {

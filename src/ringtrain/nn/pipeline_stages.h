@@ -29,6 +29,9 @@ std::vector<int> chain_points(const Model& model);
 StageCut balanced_cut(const Model& model, int P);
 // The same with given node costs (one a node, e.g. measured seconds).
 StageCut balanced_cut(const Model& model, const std::vector<double>& node_costs, int P);
+// The same with each stage's own node costs (P rows of one a node): stage s is priced by row s, e.g. node
+// times measured on the ranks that run stage s, so a slower core gets less work. P = the row count.
+StageCut balanced_cut(const Model& model, const std::vector<std::vector<double>>& stage_node_costs);
 // --pp-split: P - 1 comma-separated node indices, increasing, each a chain point. Throws a one-line Error
 // naming what is wrong (and the chain points there are) otherwise.
 StageCut parse_cut(const std::string& text, const Model& model, int P);
@@ -38,9 +41,9 @@ StageCut stage_cut(const Model& model, int P, const std::string& split);
 double stage_cost(const Model& model, const StageCut& cut, int s);
 // "stage 0: nodes 0-11 (conv1 .. layer2.1.relu2), 41% of the cost; stage 1: ..." for the start-up line.
 std::string describe_cut(const Model& model, const StageCut& cut);
-// The same with each stage's share of measured node times (seconds, one a node): "... 49.8% of the
-// measured time (6.10 ms a micro-batch)".
-std::string describe_cut(const Model& model, const StageCut& cut, const std::vector<double>& seconds);
+// The same with each stage's share of measured node times (seconds[s][i]: node i on stage s's ranks):
+// "... 49.8% of the measured time (6.10 ms a micro-batch)".
+std::string describe_cut(const Model& model, const StageCut& cut, const std::vector<std::vector<double>>& seconds);
 // A cut of `whole` (its node indices: what --pp-split names) on `other`, the same architecture built with
 // more nodes (vit under --tp has its f/g layers): each stage starts at other's first node named as whole's
 // stage start, which must be a chain point there too.

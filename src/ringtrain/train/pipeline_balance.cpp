@@ -1,5 +1,6 @@
 #include "ringtrain/train/pipeline_balance.h"
 
+#include "ringtrain/core/error.h"
 #include "ringtrain/nn/models/zoo.h"
 #include "ringtrain/nn/node_timing.h"
 
@@ -7,15 +8,27 @@ namespace ringtrain::train {
 
 MeasuredCut measured_cut(const std::string& model_name, const ops::KernelTable& k, int micro_batch, int P,
                          dist::Communicator& world) {
+  const int W = world.size();
+  check(P >= 1 && W % P == 0, "pipeline: --pp " + std::to_string(P) + " does not divide the world size " +
+                                  std::to_string(W));
   auto model = nn::make_model(model_name);
   model->init_parameters(0);  // realistic values (zeros could take other paths through ReLU and pooling)
-  MeasuredCut m;
-  m.seconds = nn::time_nodes(*model, k, micro_batch, 5);
-  world.allreduce_sum(m.seconds.data(), m.seconds.size());
-  for (double& t : m.seconds) t /= world.size();
+  const std::size_t L = model->layers().size();
+  const int per_stage = W / P;  // ranks a stage (its dp x tp replicas)
+  const std::vector<double> mine = nn::time_nodes(*model, k, micro_batch, 5);
+  // One row a stage; each rank adds its times to its own stage's row, and the sum is averaged.
+  std::vector<double> rows(std::size_t(P) * L, 0.0);
+  const std::size_t row = std::size_t(world.rank() / per_stage) * L;
+  for (std::size_t i = 0; i < L; ++i) rows[row + i] = mine[i];
+  world.allreduce_sum(rows.data(), rows.size());
+  for (double& t : rows) t /= per_stage;
   // One rank decides and tells the others (a sum's last bits may differ between ranks; a cut must not).
-  world.broadcast(m.seconds.data(), m.seconds.size() * sizeof(double), 0);
-  m.cut = nn::balanced_cut(*model, m.seconds, P);
+  world.broadcast(rows.data(), rows.size() * sizeof(double), 0);
+  MeasuredCut m;
+  for (int s = 0; s < P; ++s)
+    m.seconds.emplace_back(rows.begin() + std::ptrdiff_t(std::size_t(s) * L),
+                           rows.begin() + std::ptrdiff_t(std::size_t(s + 1) * L));
+  m.cut = nn::balanced_cut(*model, m.seconds);
   return m;
 }
 

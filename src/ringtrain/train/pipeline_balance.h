@@ -1,9 +1,10 @@
 // --pp-balance time: the pipeline's stage cut from node times measured at start. Every rank times the whole
-// model's nodes on one micro-batch (nn/node_timing.h); the times are averaged over the ranks (a rank whose
-// core is busy with something else for a moment weighs 1/W, not a whole stage), and world rank 0 computes
-// the balanced cut and broadcasts it, so every rank - every data-parallel replica of every stage - runs the
-// same cut. The cut decides which rank runs which layers, never what is computed: a pipelined run keeps
-// one process's bits whatever the cut.
+// model's nodes on one micro-batch (nn/node_timing.h); stage s is priced by the times measured on the ranks
+// that will run it (averaged over its data-parallel and tensor replicas), so a stage on a slower core gets
+// less work: on a VM whose two vCPUs ran 9% apart for a whole run, averaging over all ranks balanced the
+// work, not the time. World rank 0 computes the balanced cut and broadcasts it, so every rank - every
+// data-parallel replica of every stage - runs the same cut. The cut decides which rank runs which layers,
+// never what is computed: a pipelined run keeps one process's bits whatever the cut.
 #pragma once
 #include <string>
 #include <vector>
@@ -16,11 +17,15 @@ namespace ringtrain::train {
 
 struct MeasuredCut {
   nn::StageCut cut;
-  std::vector<double> seconds;  // per node of the whole model: a micro-batch's forward + backward, rank 0's view
+  // seconds[s][i]: node i of the whole model, a micro-batch's forward + backward, on stage s's ranks
+  // (rank 0's copy, the one the cut was made from)
+  std::vector<std::vector<double>> seconds;
 };
 
 // Collective over `world` (every rank calls it): the zoo model `model_name` (a private copy is built and
-// timed) cut into P stages, balanced by its nodes' times on micro-batches of `micro_batch` samples.
+// timed) cut into P stages, balanced by its nodes' times on micro-batches of `micro_batch` samples. World
+// rank w runs stage stage_of_rank(w) = w / (world size / P) (dist/process_grid.h: the pipeline coordinate
+// is the slowest).
 MeasuredCut measured_cut(const std::string& model_name, const ops::KernelTable& k, int micro_batch, int P,
                          dist::Communicator& world);
 
