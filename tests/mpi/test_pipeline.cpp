@@ -22,6 +22,7 @@
 #include "ringtrain/nn/pipeline_stages.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/train/grad_accumulator.h"
+#include "ringtrain/train/pipeline_balance.h"
 #include "ringtrain/train/pipeline_engine.h"
 
 namespace ringtrain::dist {
@@ -121,6 +122,37 @@ TEST(ProcessGrid3D, TensorFastestThenDataThenPipeline) {
   }
   EXPECT_THROW(check_grid(4, 2, 3), Error);
   EXPECT_THROW(check_grid(4, 1, 0), Error);
+}
+
+// --pp-balance time: stage s's row is the average of the times its own ranks measured (each rank the grid
+// puts on stage s, the pipeline coordinate slowest), the same on every rank; a stage on slower ranks gets
+// fewer nodes of the cut.
+TEST(PipelineBalance, EachStageIsPricedByItsOwnRanks) {
+  const int W = world_size(), r = world_rank();
+  MpiCommunicator world(MPI_COMM_WORLD, test_options());
+  auto lenet = nn::make_model("lenet5");  // every node boundary is a chain point
+  const std::size_t L = lenet->layers().size();
+  for (int P : {1, 2, 3, 4}) {
+    if (W % P) continue;
+    ProcessGrid g(world, 1, test_options(), P);
+    // Rank r measures every node at (r + 1) ms: a later rank is a slower core.
+    const std::vector<std::vector<double>> rows = train::stage_times(std::vector<double>(L, 1e-3 * (r + 1)), P, world);
+    ASSERT_EQ(rows.size(), std::size_t(P));
+    const int per = W / P;
+    for (int s = 0; s < P; ++s) {
+      double want = 0;  // the mean of (w + 1) ms over the ranks w of stage s
+      for (int w = s * per; w < (s + 1) * per; ++w) want += 1e-3 * (w + 1);
+      want /= per;
+      ASSERT_EQ(rows[std::size_t(s)].size(), L);
+      for (double t : rows[std::size_t(s)]) EXPECT_NEAR(t, want, 1e-15) << "P " << P << " stage " << s;
+    }
+    EXPECT_EQ(g.pp_rank(), r / per) << "the rows follow the grid's stage of each rank";
+    if (P == 2) {  // stage 1's ranks are slower: stage 0 takes more than half the nodes
+      const nn::StageCut cut = nn::balanced_cut(*lenet, rows);
+      EXPECT_GT(cut.begin(1), int(L) / 2);
+    }
+  }
+  EXPECT_THROW(train::stage_times(std::vector<double>(L, 1.0), W + 1, world), Error);
 }
 
 // One process's reference (Trainer::step's order) against the pipeline with one stage a rank.

@@ -6,17 +6,13 @@
 
 namespace ringtrain::train {
 
-MeasuredCut measured_cut(const std::string& model_name, const ops::KernelTable& k, int micro_batch, int P,
-                         dist::Communicator& world) {
+std::vector<std::vector<double>> stage_times(const std::vector<double>& mine, int P, dist::Communicator& world) {
   const int W = world.size();
   check(P >= 1 && W % P == 0, "pipeline: --pp " + std::to_string(P) + " does not divide the world size " +
                                   std::to_string(W));
-  auto model = nn::make_model(model_name);
-  model->init_parameters(0);  // realistic values (zeros could take other paths through ReLU and pooling)
-  const std::size_t L = model->layers().size();
+  const std::size_t L = mine.size();
   const int per_stage = W / P;  // ranks a stage (its dp x tp replicas)
-  const std::vector<double> mine = nn::time_nodes(*model, k, micro_batch, 5);
-  // One row a stage; each rank adds its times to its own stage's row, and the sum is averaged.
+  // One row a stage; each rank adds its times to its own stage's row, and the sums are averaged.
   std::vector<double> rows(std::size_t(P) * L, 0.0);
   const std::size_t row = std::size_t(world.rank() / per_stage) * L;
   for (std::size_t i = 0; i < L; ++i) rows[row + i] = mine[i];
@@ -24,10 +20,18 @@ MeasuredCut measured_cut(const std::string& model_name, const ops::KernelTable& 
   for (double& t : rows) t /= per_stage;
   // One rank decides and tells the others (a sum's last bits may differ between ranks; a cut must not).
   world.broadcast(rows.data(), rows.size() * sizeof(double), 0);
-  MeasuredCut m;
+  std::vector<std::vector<double>> out;
   for (int s = 0; s < P; ++s)
-    m.seconds.emplace_back(rows.begin() + std::ptrdiff_t(std::size_t(s) * L),
-                           rows.begin() + std::ptrdiff_t(std::size_t(s + 1) * L));
+    out.emplace_back(rows.begin() + std::ptrdiff_t(std::size_t(s) * L), rows.begin() + std::ptrdiff_t(std::size_t(s + 1) * L));
+  return out;
+}
+
+MeasuredCut measured_cut(const std::string& model_name, const ops::KernelTable& k, int micro_batch, int P,
+                         dist::Communicator& world) {
+  auto model = nn::make_model(model_name);
+  model->init_parameters(0);  // realistic values (zeros could take other paths through ReLU and pooling)
+  MeasuredCut m;
+  m.seconds = stage_times(nn::time_nodes(*model, k, micro_batch, 5), P, world);
   m.cut = nn::balanced_cut(*model, m.seconds);
   return m;
 }

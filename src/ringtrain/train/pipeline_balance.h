@@ -22,6 +22,10 @@ struct MeasuredCut {
   std::vector<std::vector<double>> seconds;
 };
 
+// Collective over `world`: each stage's row of node times, the average of the rows `mine` its ranks measured
+// (world rank w runs stage w / (world size / P)), rank 0's copy on every rank. rows[s][i]: node i on stage s.
+std::vector<std::vector<double>> stage_times(const std::vector<double>& mine, int P, dist::Communicator& world);
+
 // Collective over `world` (every rank calls it): the zoo model `model_name` (a private copy is built and
 // timed) cut into P stages, balanced by its nodes' times on micro-batches of `micro_batch` samples. World
 // rank w runs stage stage_of_rank(w) = w / (world size / P) (dist/process_grid.h: the pipeline coordinate
