@@ -8,7 +8,6 @@
 // Prints, per kind of layer (conv, depthwise conv, linear, attention core, layer norm, ...), the summed
 // median time in ms per step for each precision and each precision's speed-up over the first; --nodes
 // adds one row per node.
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -51,11 +50,6 @@ std::string kind_of(const nn::Layer& layer) {
     case K::MaxPool2d: case K::GlobalAveragePool: return "pooling";
     default: return "other";
   }
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 }  // namespace
@@ -106,7 +100,7 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < L; ++i) {
     const nn::Layer& layer = *models[0]->layers()[i];
     std::vector<double> ms;
-    for (std::size_t p = 0; p < precs.size(); ++p) ms.push_back(median(t[p][i]) * 1e3);
+    for (std::size_t p = 0; p < precs.size(); ++p) ms.push_back(nn::median_seconds(t[p][i]) * 1e3);
     auto& k = kinds[kind_of(layer)];
     k.resize(precs.size(), 0.0);
     for (std::size_t p = 0; p < precs.size(); ++p) k[p] += ms[p], total[p] += ms[p];

@@ -7,6 +7,7 @@
 
 #include "ringtrain/core/peak.h"
 #include "ringtrain/nn/models/zoo.h"
+#include "ringtrain/nn/node_timing.h"
 #include "ringtrain/optim/optimizer.h"
 
 namespace ringtrain::bench {
@@ -15,12 +16,7 @@ namespace {
 
 // Times are this thread's CPU time (core/peak.h's clock, as bench_peak and bench_ops use): on a shared machine the
 // time the step actually ran, so the % of peak compares like with like. The whole step's wall time is kept too.
-double cpu_now() { return thread_cpu_seconds(); }
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using nn::median_seconds;
 
 // One precision's model, optimizer and per-step timings.
 struct Run {
@@ -32,40 +28,26 @@ struct Run {
   std::vector<double> loss_t, adam_t, total, wall;
 };
 
-// One step of r, timed node by node through the Model's own hooks (forward's after_node, backward's
-// gradient-ready hook, both called on this thread after each node): so a node's time is everything the real
-// step spends on it, the Model's summing of a residual value's gradients included.
+// One real step of r (softmax cross-entropy, Adam), timed node by node by nn::time_pass.
 void timed_step(Run& r, const float* xb, const uint8_t* yb, int batch, bool keep) {
   const ops::KernelTable& k = *r.k;
-  nn::Model& m = *r.model;
-  const std::size_t nodes = m.layers().size();
-  const double w_step = wall_seconds(), t_step = cpu_now();
-  double mark = t_step;
-  std::size_t node = 0;
-  const float* logits = m.forward(k, xb, batch, [&] {
-    const double t = cpu_now();
-    if (keep) r.fwd[node].push_back(t - mark);
-    ++node, mark = t;
-  });
-  const int classes = m.num_classes();
-  k.softmax_xent_forward(r.probs.data(), logits, yb, batch, classes);
-  k.softmax_xent_backward(r.dlogits.data(), r.probs.data(), yb, batch, classes, 1.0f / float(batch));
-  double t = cpu_now();
-  if (keep) r.loss_t.push_back(t - mark);
-  mark = t;
-  node = nodes;
-  m.backward(k, xb, r.dlogits.data(), batch, [&](const nn::Layer&) {
-    const double now = cpu_now();
-    if (keep) r.bwd[--node].push_back(now - mark);
-    mark = now;
-  });
-  r.adam->step(m.params().params(), m.params().grads());
-  t = cpu_now();
-  if (keep) {
-    r.adam_t.push_back(t - mark);
-    r.total.push_back(t - t_step);
-    r.wall.push_back(wall_seconds() - w_step);
+  const int classes = r.model->num_classes();
+  auto loss = [&](const float* logits) {
+    k.softmax_xent_forward(r.probs.data(), logits, yb, batch, classes);
+    k.softmax_xent_backward(r.dlogits.data(), r.probs.data(), yb, batch, classes, 1.0f / float(batch));
+    return static_cast<const float*>(r.dlogits.data());
+  };
+  auto adam = [&] { r.adam->step(r.model->params().params(), r.model->params().grads()); };
+  const nn::PassTimes t = nn::time_pass(*r.model, k, xb, batch, loss, adam, thread_cpu_seconds);
+  if (!keep) return;
+  for (std::size_t i = 0; i < t.forward.size(); ++i) {
+    r.fwd[i].push_back(t.forward[i]);
+    r.bwd[i].push_back(t.backward[i]);
   }
+  r.loss_t.push_back(t.loss);
+  r.adam_t.push_back(t.after);
+  r.total.push_back(t.total);
+  r.wall.push_back(t.wall);
 }
 
 // The summary's group of a node: its name with block numbers folded ("encoder.layers.encoder_layer_3.mlp.0" ->
@@ -115,7 +97,7 @@ int profile_train_step(const ProfileOptions& o, const std::vector<float>& x, con
                  y.data() + std::size_t(i % nbatches) * o.batch, o.batch, i >= warm);
 
   const double peak = fp32_peak_gflops();  // after the steps: the clock has ramped up
-  const double total_us = median_of(runs[0].total) * 1e6;
+  const double total_us = median_seconds(runs[0].total) * 1e6;
   std::printf("per-layer step profile: model=%s isa=%s batch=%d threads=1 steps=%d (after %d warm-up; precisions "
               "alternating), median us of thread CPU time per step; fp32 peak %.1f GFLOP/s (measured)\n",
               o.model.c_str(), ops::isa_name(o.level), o.batch, steps, warm, peak);
@@ -129,14 +111,14 @@ int profile_train_step(const ProfileOptions& o, const std::vector<float>& x, con
   // A row: the main precision's median, its share of the step, and (flop > 0) its rate; the others' medians and
   // the main one's time over theirs.
   auto row = [&](const std::string& name, auto samples_of, double flop) {
-    const double us = median_of(samples_of(runs[0])) * 1e6;
+    const double us = median_seconds(samples_of(runs[0])) * 1e6;
     std::printf("  %-*s %9.1f %6.1f", int(width), name.c_str(), us, 100.0 * us / total_us);
     if (flop > 0 && us > 0)
       std::printf(" %9.1f %8.1f %6.1f", flop * 1e-6, flop / us * 1e-3, 100.0 * flop / us * 1e-3 / peak);
     else
       std::printf(" %9s %8s %6s", "", "", "");
     for (std::size_t p = 1; p < runs.size(); ++p) {
-      const double other = median_of(samples_of(runs[p])) * 1e6;
+      const double other = median_seconds(samples_of(runs[p])) * 1e6;
       std::printf(" %9.1f %8.2fx", other, us / other);
     }
     std::printf("\n");
@@ -157,8 +139,8 @@ int profile_train_step(const ProfileOptions& o, const std::vector<float>& x, con
   std::map<std::string, Group> groups;
   for (std::size_t l = 0; l < layers.size(); ++l) {
     Group& g = groups[fold_block_numbers(layers[l]->name())];
-    g.fwd_us += median_of(runs[0].fwd[l]) * 1e6;
-    g.bwd_us += median_of(runs[0].bwd[l]) * 1e6;
+    g.fwd_us += median_seconds(runs[0].fwd[l]) * 1e6;
+    g.bwd_us += median_seconds(runs[0].bwd[l]) * 1e6;
     g.fwd_flop += 2.0 * layers[l]->forward_macs() * o.batch;
     g.bwd_flop += 2.0 * m.backward_macs(l) * o.batch;
   }
@@ -178,8 +160,8 @@ int profile_train_step(const ProfileOptions& o, const std::vector<float>& x, con
   std::printf("whole step: %.1f ms CPU, %.2f GFLOP (%.1f MFLOP a sample), %.1f GFLOP/s = %.1f%% of peak, %.0f samples "
               "per CPU-second (wall: %.1f ms a step, %.0f samples/s)\n",
               total_us * 1e-3, step_flop * 1e-9, step_flop / o.batch * 1e-6, step_flop / total_us * 1e-3,
-              pct_peak(step_flop, total_us), o.batch / (total_us * 1e-6), median_of(runs[0].wall) * 1e3,
-              o.batch / median_of(runs[0].wall));
+              pct_peak(step_flop, total_us), o.batch / (total_us * 1e-6), median_seconds(runs[0].wall) * 1e3,
+              o.batch / median_seconds(runs[0].wall));
   return 0;
 }
 

@@ -1,6 +1,7 @@
 // bench_train_step --layers: where one training step's time goes, per node of a zoo model and per pass, on one
 // thread (its CPU time), with each pass's FLOPs (the layers' own counts: Layer::forward_macs,
 // Model::backward_macs), its GFLOP/s and its share of this core's measured fp32 peak (core/peak.h, bench_peak's loop).
+// The steps are timed by nn::time_pass (nn/node_timing.h), the timer the pipeline's --pp-balance time uses.
 #pragma once
 #include <cstdint>
 #include <string>

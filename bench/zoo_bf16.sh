@@ -6,24 +6,18 @@
 # their ratio. Each run holds $LOCK (flock), so the timings of several engineers' scripts do not overlap.
 #   bench/zoo_bf16.sh [build-dir]    RUNS=5 MODELS="resnet18 mobilenet_v2 vit" STEPS=20 CORE=1 DATA=digits
 set -euo pipefail
-cd "$(dirname "$0")/.."
-BUILD=${1:-build}
+source "$(dirname "$0")/lib.sh"  # BUILD, MODELS, DATA; median, train_rate
 RUNS=${RUNS:-5}
-MODELS=${MODELS:-"resnet18 mobilenet_v2 vit"}
 STEPS=${STEPS:-20}
-DATA=${DATA:-digits}
 CORE=${CORE:-1}
 LOCK=${LOCK:-/tmp/ringtrain-timing.lock}
-echo "== $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), core $CORE, $("$BUILD/ringtrain" --version | head -1)"
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+PIN=(flock "$LOCK" taskset -c "$CORE")
+echo "== $(cpu_model), core $CORE, $("$BUILD/ringtrain" --version | head -1)"
 for m in $MODELS; do
   declare -A got=([fp32]="" [bf16]="")
   for i in $(seq "$RUNS"); do
     for p in fp32 bf16; do
-      out=$(flock "$LOCK" taskset -c "$CORE" "$BUILD/ringtrain" train --model "$m" --data "$DATA" --epochs 1 \
-        --max-steps "$STEPS" --batch-size 64 --precision "$p" --ema 0 --label-smoothing 0 --augment-shift 0 \
-        --workers 0 --log-every 0 --quiet 2>&1)
-      got[$p]+="$(echo "$out" | sed -n 's/^trained .* (\([0-9.]*\) samples\/s.*/\1/p') "
+      got[$p]+="$(train_rate "$m" --precision "$p") "
     done
   done
   f=$(printf '%s\n' ${got[fp32]} | median); b=$(printf '%s\n' ${got[bf16]} | median)

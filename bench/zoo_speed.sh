@@ -7,24 +7,18 @@
 # median of 5 timed chunks after 5 warm-up steps).
 #   bench/zoo_speed.sh [build-dir]    RUNS=3 MODELS="resnet18 mobilenet_v2 vit" STEPS=40 DATA=digits
 set -euo pipefail
-cd "$(dirname "$0")/.."
-BUILD=${1:-build}
+source "$(dirname "$0")/lib.sh"  # BUILD, MODELS, DATA; median, train_rate
 RUNS=${RUNS:-3}
-MODELS=${MODELS:-"resnet18 mobilenet_v2 vit"}
 STEPS=${STEPS:-40}
-DATA=${DATA:-digits}
 DIR=$([ -d "$DATA" ] && echo "$DATA" || echo "${RINGTRAIN_DATA:-data}/$DATA")
 CORE=$(( $(nproc --all) - 1 ))
 PIN=(taskset -c "$CORE")
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-echo "== machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc --all) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); both sides on core $CORE"
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+echo "== machine: $(cpu_model), $(nproc --all) cores, load average $(load_average); both sides on core $CORE"
 for m in $MODELS; do
   rt=(); pt=()
   for i in $(seq "$RUNS"); do
-    out=$("${PIN[@]}" "$BUILD/ringtrain" train --model "$m" --data "$DATA" --epochs 1 --max-steps "$STEPS" --batch-size 64 \
-      --ema 0 --label-smoothing 0 --augment-shift 0 --workers 0 --log-every 0 --quiet 2>&1)
-    rt+=("$(echo "$out" | sed -n 's/^trained .* (\([0-9.]*\) samples\/s.*/\1/p')")
+    rt+=("$(train_rate "$m")")
     out=$("${PIN[@]}" /usr/bin/python3 bench/torch_zoo.py --model "$m" --data "$DIR" --batch-size 64 --threads 1 \
       --speed-steps "$STEPS" 2>/dev/null | tail -1)
     pt+=("$(echo "$out" | /usr/bin/python3 -c 'import json, sys; print(json.loads(sys.stdin.read())["samples_per_s"])')")

@@ -31,55 +31,14 @@
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/ops/lowp.h"
 
+#include "kernel_test_util.h"
+
 namespace ringtrain::ops {
 namespace {
 
-constexpr double kU = 1.0 / 16777216.0;
-double gamma(double n) { return n * kU / (1.0 - n * kU); }
+using namespace kernel_test;
+
 double unit_roundoff(Precision p) { return p == Precision::Bf16 ? 1.0 / 256.0 : 1.0 / 2048.0; }
-
-std::vector<float> random_vec(std::size_t n, Rng& rng, float lo = -1.0f, float hi = 1.0f) {
-  std::vector<float> v(n);
-  for (auto& x : v) x = rng.uniform(lo, hi);
-  return v;
-}
-std::vector<float> integer_vec(std::size_t n, Rng& rng, int range, float scale) {
-  std::vector<float> v(n);
-  for (auto& x : v) x = float(int(rng.below(2 * range + 1)) - range) * scale;
-  return v;
-}
-std::vector<float> rounded(const std::vector<float>& v, Precision p) {
-  std::vector<float> r(v.size());
-  if (p == Precision::Bf16)
-    round_bf16(r.data(), v.data(), v.size());
-  else
-    round_fp16(r.data(), v.data(), v.size());
-  return r;
-}
-std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-std::vector<double> abs_double(const std::vector<float>& v) {
-  std::vector<double> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = std::fabs(v[i]);
-  return out;
-}
-
-// |got - want| <= rel * mag + gamma(n) * magr + u |want|; prints the first mismatches.
-void expect_within(const char* what, const std::vector<float>& got, const std::vector<double>& want,
-                   const std::vector<double>& mag, double rel, const std::vector<double>& magr, double n) {
-  ASSERT_EQ(got.size(), want.size());
-  int bad = 0;
-  double worst = 0.0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double tol = rel * mag[i] + gamma(n) * magr[i] + kU * std::fabs(want[i]) + 1e-30;
-    const double err = std::fabs(double(got[i]) - want[i]);
-    worst = std::max(worst, err / tol);
-    if (!(err <= tol) && bad++ < 5)
-      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want " << want[i] << " (error " << err
-                    << " > tolerance " << tol << ")";
-  }
-  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " outside tolerance";
-  ::testing::Test::RecordProperty(std::string(what) + "_worst_error_over_tolerance", std::to_string(worst));
-}
 
 Conv2dShape conv(int N, int C, int H, int W, int K, int R, int S, int stride, int pad) {
   Conv2dShape s;
@@ -143,17 +102,9 @@ struct RefConvReluPool {
   }
 };
 
-bool level_under_test(IsaLevel level) {
-  const char* env = std::getenv("RINGTRAIN_ISA");
-  return !(env && *env) || level == IsaLevel::Ref || level == parse_isa(env);
-}
-
 using Param = std::tuple<IsaLevel, Precision>;
-class LowpKernelTest : public ::testing::TestWithParam<Param> {
+class LowpKernelTest : public LevelTest<Param> {
  protected:
-  void SetUp() override {
-    if (!level_under_test(level())) GTEST_SKIP() << "RINGTRAIN_ISA selects another level";
-  }
   IsaLevel level() const { return std::get<0>(GetParam()); }
   Precision prec() const { return std::get<1>(GetParam()); }
   const KernelTable& k() { return kernels_for(level(), prec()); }
@@ -188,12 +139,12 @@ TEST_P(LowpKernelTest, FusedConvIntegerDataExactForwardAndBoundedBackward) {
     want.backward(mdx, mdw, mdb, abs_double(dy), abs_double(x), abs_double(w), s);
     const double nd = s.K * s.R * s.S + 2, nw = double(s.N) * s.P() * s.Q() + 2;
     const double r1 = uh() * (1 + uh());  // only dy is rounded here (x, w are exact)
-    expect_within("dinp vs twin", dx, tdx, mdx, 0.0, mdx, nd);
-    expect_within("dweight vs twin", dw, tdw, mdw, 0.0, mdw, nw);
-    expect_within("dbias vs twin", db, tdb, mdb, 0.0, mdb, nw);
-    expect_within("dinp vs fp32", dx, rdx, mdx, r1, mdx, nd);
-    expect_within("dweight vs fp32", dw, rdw, mdw, r1, mdw, nw);
-    expect_within("dbias vs fp32", db, rdb, mdb, r1, mdb, nw);
+    expect_within("dinp vs twin", dx, tdx, mdx, 0.0, mdx, gamma(nd));
+    expect_within("dweight vs twin", dw, tdw, mdw, 0.0, mdw, gamma(nw));
+    expect_within("dbias vs twin", db, tdb, mdb, 0.0, mdb, gamma(nw));
+    expect_within("dinp vs fp32", dx, rdx, mdx, r1, mdx, gamma(nd));
+    expect_within("dweight vs fp32", dw, rdw, mdw, r1, mdw, gamma(nw));
+    expect_within("dbias vs fp32", db, rdb, mdb, r1, mdb, gamma(nw));
     std::vector<float> dw2(w.size(), NAN), db2(b.size(), NAN);
     k().conv2d_relu_pool_backward(nullptr, dw2.data(), db2.data(), dy.data(), saved.data(), w.data(), s);
     EXPECT_EQ(0, std::memcmp(dw2.data(), dw.data(), dw.size() * 4)) << "dweight without dinp differs";
@@ -218,8 +169,8 @@ TEST_P(LowpKernelTest, FusedConvRandomForwardWithinRoundingBound) {
     std::vector<float> out(want.out.size(), NAN);
     k().conv2d_relu_pool_forward(out.data(), saved.data(), x.data(), w.data(), b.data(), s);
     const double n = s.C * s.R * s.S + 2;
-    expect_within("out vs twin", out, twin.out, mag.out, 0.0, magr.out, n);
-    expect_within("out vs fp32", out, want.out, mag.out, 2 * uh() + uh() * uh(), magr.out, n);
+    expect_within("out vs twin", out, twin.out, mag.out, 0.0, magr.out, gamma(n));
+    expect_within("out vs fp32", out, want.out, mag.out, 2 * uh() + uh() * uh(), magr.out, gamma(n));
   }
 }
 
@@ -331,14 +282,14 @@ TEST_P(LowpKernelTest, LinearWithinRoundingBound) {
     run(abs_double(x), abs_double(w), abs_double(b), abs_double(dy), mo, mdx, mdw, mdb);
     run(abs_double(xr), abs_double(wr), abs_double(b), abs_double(dyr), ro, rdx, rdw, rdb);
     const double r2 = 2 * uh() + uh() * uh();
-    expect_within("out vs twin", out, to, mo, 0.0, ro, I + 2);
-    expect_within("dinp vs twin", dx, tdx, mdx, 0.0, rdx, O + 2);
-    expect_within("dweight vs twin", dw, tdw, mdw, 0.0, rdw, N + 2);
-    expect_within("dbias vs twin", db, tdb, mdb, 0.0, rdb, N + 2);
-    expect_within("out vs fp32", out, fo, mo, r2, ro, I + 2);
-    expect_within("dinp vs fp32", dx, fdx, mdx, r2, rdx, O + 2);
-    expect_within("dweight vs fp32", dw, fdw, mdw, r2, rdw, N + 2);
-    expect_within("dbias vs fp32", db, fdb, mdb, uh(), rdb, N + 2);  // dbias sums rounded dout only
+    expect_within("out vs twin", out, to, mo, 0.0, ro, gamma(I + 2));
+    expect_within("dinp vs twin", dx, tdx, mdx, 0.0, rdx, gamma(O + 2));
+    expect_within("dweight vs twin", dw, tdw, mdw, 0.0, rdw, gamma(N + 2));
+    expect_within("dbias vs twin", db, tdb, mdb, 0.0, rdb, gamma(N + 2));
+    expect_within("out vs fp32", out, fo, mo, r2, ro, gamma(I + 2));
+    expect_within("dinp vs fp32", dx, fdx, mdx, r2, rdx, gamma(O + 2));
+    expect_within("dweight vs fp32", dw, fdw, mdw, r2, rdw, gamma(N + 2));
+    expect_within("dbias vs fp32", db, fdb, mdb, uh(), rdb, gamma(N + 2));  // dbias sums rounded dout only
     // Without dinp (the first layer) the weight gradients are unchanged.
     std::vector<float> dw2(w.size(), NAN), db2(O, NAN);
     k().linear_backward(nullptr, dw2.data(), db2.data(), dy.data(), x.data(), w.data(), s);
@@ -367,10 +318,10 @@ TEST_P(LowpKernelTest, Conv2dPassesWithinRoundingBound) {
     ref::conv2d_backward_weight(mdw.data(), mdb.data(), abs_double(dy).data(), abs_double(x).data(), s);
     const double r2 = 2 * uh() + uh() * uh(), g = (1 + uh()) * (1 + uh());
     auto scaled = [&](std::vector<double> v) { for (auto& e : v) e *= g; return v; };
-    expect_within("out", out, fo, mo, r2, scaled(mo), s.C * s.R * s.S + 2);
-    expect_within("dinp", dx, fdx, mdx, r2, scaled(mdx), s.K * s.R * s.S + 2);
-    expect_within("dweight", dw, fdw, mdw, r2, scaled(mdw), double(s.N) * s.P() * s.Q() + 2);
-    expect_within("dbias", db, fdb, mdb, uh(), scaled(mdb), double(s.N) * s.P() * s.Q() + 2);
+    expect_within("out", out, fo, mo, r2, scaled(mo), gamma(s.C * s.R * s.S + 2));
+    expect_within("dinp", dx, fdx, mdx, r2, scaled(mdx), gamma(s.K * s.R * s.S + 2));
+    expect_within("dweight", dw, fdw, mdw, r2, scaled(mdw), gamma(double(s.N) * s.P() * s.Q() + 2));
+    expect_within("dbias", db, fdb, mdb, uh(), scaled(mdb), gamma(double(s.N) * s.P() * s.Q() + 2));
   }
 }
 

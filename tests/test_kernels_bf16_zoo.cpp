@@ -28,11 +28,14 @@
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/ops/lowp.h"
 
+#include "kernel_test_util.h"
+
 namespace ringtrain::ops {
 namespace {
 
-constexpr double kU = 1.0 / 16777216.0, kUh = 1.0 / 256.0;
-double gamma(double n) { return n * kU / (1.0 - n * kU); }
+using namespace kernel_test;
+
+constexpr double kUh = 1.0 / 256.0;
 
 struct Shape {
   const char* name;
@@ -69,28 +72,6 @@ std::vector<Shape> shapes() {
           {"LeNet conv2 (fallback)", conv(3, 6, 14, 14, 16, 5, 1, 0)}};
 }
 
-std::vector<float> random_vec(std::size_t n, Rng& rng) {
-  std::vector<float> v(n);
-  for (auto& x : v) x = rng.uniform(-1.0f, 1.0f);
-  return v;
-}
-std::vector<float> integer_vec(std::size_t n, Rng& rng, int range, float scale) {
-  std::vector<float> v(n);
-  for (auto& x : v) x = float(int(rng.below(2 * range + 1)) - range) * scale;
-  return v;
-}
-std::vector<float> rounded(const std::vector<float>& v) {
-  std::vector<float> r(v.size());
-  round_bf16(r.data(), v.data(), v.size());
-  return r;
-}
-std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-std::vector<double> abs_double(const std::vector<float>& v) {
-  std::vector<double> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = std::fabs(v[i]);
-  return out;
-}
-
 // The three passes' results (bias included: the layers of the zoo mostly have none, vit's patch embedding has).
 struct Passes {
   std::vector<float> y, dx, dw, db;
@@ -117,20 +98,6 @@ RefPasses run_ref(const Conv2dShape& s, const std::vector<double>& x, const std:
   return p;
 }
 
-// |got - want| <= rel * mag + g * magr + u |want| element by element; prints the first mismatches.
-void expect_within(const std::string& what, const std::vector<float>& got, const std::vector<double>& want,
-                   const std::vector<double>& mag, double rel, const std::vector<double>& magr, double g) {
-  ASSERT_EQ(got.size(), want.size());
-  int bad = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double tol = rel * mag[i] + g * magr[i] + kU * std::fabs(want[i]) + 1e-30;
-    const double err = std::fabs(double(got[i]) - want[i]);
-    if (!(err <= tol) && bad++ < 5)
-      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want " << want[i] << " (error " << err
-                    << " > tolerance " << tol << ")";
-  }
-  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " outside tolerance";
-}
 void expect_exact(const std::string& what, const std::vector<float>& got, const std::vector<double>& want) {
   int bad = 0;
   for (std::size_t i = 0; i < got.size(); ++i)
@@ -139,16 +106,8 @@ void expect_exact(const std::string& what, const std::vector<float>& got, const 
   EXPECT_EQ(bad, 0) << what << ": integer data must give exact results";
 }
 
-bool level_under_test(IsaLevel level) {
-  const char* env = std::getenv("RINGTRAIN_ISA");
-  return !(env && *env) || level == IsaLevel::Ref || level == parse_isa(env);
-}
-
-class Bf16ZooConv : public ::testing::TestWithParam<IsaLevel> {
+class Bf16ZooConv : public LevelTest<IsaLevel> {
  protected:
-  void SetUp() override {
-    if (!level_under_test(GetParam())) GTEST_SKIP() << "RINGTRAIN_ISA selects another level";
-  }
   const KernelTable& k() const { return kernels_for(GetParam(), Precision::Bf16); }
 };
 
