@@ -148,5 +148,40 @@ TEST(Half, BulkConversionsMatchScalarAtEveryLength) {
   }
 }
 
+// Each vector path this CPU runs (AVX2 too on an AVX-512 machine: CPUs without AVX512_BF16 take it for
+// every rounded operand under --precision bf16) against the scalar bits, at lengths around both widths.
+TEST(Half, EveryBf16VectorPathMatchesScalar) {
+  Rng rng(5);
+  int ran = 0;
+  for (HalfSimd path : {HalfSimd::Scalar, HalfSimd::Avx2, HalfSimd::Avx512}) {
+    if (!half_simd_available(path)) continue;
+    ++ran;
+    for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 15u, 16u, 17u, 24u, 31u, 33u, 1027u}) {
+      std::vector<float> x(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const uint32_t pick = rng.below(4);
+        x[i] = pick == 0 ? f32_from_bits(rng.next_u32())                             // anything, NaN and inf included
+               : pick == 1 ? f32_from_bits(0x3f808000u + (rng.below(2) << 16))  // exact ties, odd and even
+                           : rng.uniform(-3.0f, 3.0f);
+      }
+      std::vector<uint16_t> b(n);
+      std::vector<float> bf(n), rb(n);
+      float_to_bf16(path, b.data(), x.data(), n);
+      bf16_to_float(path, bf.data(), b.data(), n);
+      round_bf16(path, rb.data(), x.data(), n);
+      for (std::size_t i = 0; i < n; ++i) {
+        SCOPED_TRACE(::testing::Message() << "path " << int(path) << " n " << n << " i " << i);
+        ASSERT_EQ(b[i], float_to_bf16(x[i])) << "the same bits, NaN included (quiet, sign kept)";
+        if (std::isnan(x[i]))
+          ASSERT_TRUE(std::isnan(rb[i]));
+        else
+          ASSERT_EQ(f32_bits(rb[i]), f32_bits(round_bf16(x[i])));
+        ASSERT_EQ(f32_bits(bf[i]), f32_bits(bf16_to_float(b[i])));
+      }
+    }
+  }
+  EXPECT_GE(ran, 1);
+}
+
 }  // namespace
 }  // namespace ringtrain

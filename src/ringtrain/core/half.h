@@ -74,4 +74,12 @@ void fp16_to_float(float* dst, const uint16_t* src, std::size_t n);
 void round_bf16(float* dst, const float* src, std::size_t n);
 void round_fp16(float* dst, const float* src, std::size_t n);
 
+// The bf16 bulk functions on a given vector path (the ones above take the widest this CPU has), so tests
+// can hold each path the CPU runs to the scalar bits. Throws Error for a path the CPU lacks.
+enum class HalfSimd { Scalar, Avx2, Avx512 };
+bool half_simd_available(HalfSimd path);
+void float_to_bf16(HalfSimd path, uint16_t* dst, const float* src, std::size_t n);
+void bf16_to_float(HalfSimd path, float* dst, const uint16_t* src, std::size_t n);
+void round_bf16(HalfSimd path, float* dst, const float* src, std::size_t n);
+
 }  // namespace ringtrain
