@@ -1,6 +1,7 @@
 // Helpers shared by the kernel tests that check a table against the double-precision reference within a
-// derived rounding bound (test_kernels_bf16.cpp, test_kernels_bf16_zoo.cpp; the bounds are derived in
-// test_kernels_bf16.cpp's header): fp32's unit roundoff and gamma(n), random and integer data, operands
+// derived rounding bound (test_kernels.cpp, test_zoo_conv_kernels.cpp, test_zoo_nn_kernels.cpp,
+// test_kernels_bf16.cpp, test_kernels_bf16_zoo.cpp; the 16-bit bounds are derived in test_kernels_bf16.cpp's
+// header): fp32's unit roundoff and gamma(n), random and integer data, operands
 // rounded to 16 bits, float data as double (and its magnitudes), the element-wise bound check, and the
 // fixture base that skips the ISA levels RINGTRAIN_ISA does not select.
 #pragma once
@@ -51,15 +52,16 @@ inline std::vector<double> abs_double(const std::vector<float>& v) {
   return out;
 }
 
-// |got - want| <= rel * mag + g * magr + u |want| element by element (g: gamma of the reduction length);
-// prints the first mismatches and records the worst error over its tolerance as a test property.
-inline void expect_within(const std::string& what, const std::vector<float>& got, const std::vector<double>& want,
-                          const std::vector<double>& mag, double rel, const std::vector<double>& magr, double g) {
+// |got - want| <= tol(i) + u |want| (the final rounding) + floor, element by element; prints the first
+// mismatches and records the worst error over its tolerance as a test property.
+template <class Tol>
+void expect_elementwise(const std::string& what, const std::vector<float>& got, const std::vector<double>& want,
+                        Tol tol_of, double floor) {
   ASSERT_EQ(got.size(), want.size());
   int bad = 0;
   double worst = 0.0;
   for (std::size_t i = 0; i < got.size(); ++i) {
-    const double tol = rel * mag[i] + g * magr[i] + kU * std::fabs(want[i]) + 1e-30;
+    const double tol = tol_of(i) + kU * std::fabs(want[i]) + floor;
     const double err = std::fabs(double(got[i]) - want[i]);
     worst = std::max(worst, err / tol);
     if (!(err <= tol) && bad++ < 5)
@@ -68,6 +70,25 @@ inline void expect_within(const std::string& what, const std::vector<float>& got
   }
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " outside tolerance";
   ::testing::Test::RecordProperty(what + "_worst_error_over_tolerance", std::to_string(worst));
+}
+// An fp32 result of reductions of length n: |got - want| <= gamma(n) mag[i] (+ u |want|).
+inline void expect_close(const std::string& what, const std::vector<float>& got, const std::vector<double>& want,
+                         const std::vector<double>& mag, double n) {
+  ASSERT_EQ(mag.size(), want.size());
+  expect_elementwise(what, got, want, [&](std::size_t i) { return gamma(n) * mag[i]; }, 1e-30);
+}
+// |got - want| <= tol[i] (+ u |want|, + a denormal floor).
+inline void expect_within(const std::string& what, const std::vector<float>& got, const std::vector<double>& want,
+                          const std::vector<double>& tol) {
+  ASSERT_EQ(tol.size(), want.size());
+  expect_elementwise(what, got, want, [&](std::size_t i) { return tol[i]; }, 1e-37);
+}
+// |got - want| <= rel * mag + g * magr + u |want| element by element (g: gamma of the reduction length).
+inline void expect_within(const std::string& what, const std::vector<float>& got, const std::vector<double>& want,
+                          const std::vector<double>& mag, double rel, const std::vector<double>& magr, double g) {
+  ASSERT_EQ(mag.size(), want.size());
+  ASSERT_EQ(magr.size(), want.size());
+  expect_elementwise(what, got, want, [&](std::size_t i) { return rel * mag[i] + g * magr[i]; }, 1e-30);
 }
 
 // Whether this run tests `level`: every level unless RINGTRAIN_ISA selects one (ref always runs).

@@ -18,51 +18,14 @@
 
 #include "ringtrain/core/error.h"
 #include "ringtrain/core/rng.h"
+#include "kernel_test_util.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/optim/optimizer.h"
 
 namespace ringtrain::ops {
 namespace {
 
-constexpr double kU = 1.0 / 16777216.0;  // float unit roundoff, 2^-24
-
-double gamma(double n) { return n * kU / (1.0 - n * kU); }
-
-std::vector<float> random_vec(std::size_t n, Rng& rng, float lo = -1.0f, float hi = 1.0f) {
-  std::vector<float> v(n);
-  for (auto& x : v) x = rng.uniform(lo, hi);
-  return v;
-}
-// Small integers (and multiples of 1/8 for weights): products and sums of a few thousand of them are exact.
-std::vector<float> integer_vec(std::size_t n, Rng& rng, int range, float scale) {
-  std::vector<float> v(n);
-  for (auto& x : v) x = float(int(rng.below(2 * range + 1)) - range) * scale;
-  return v;
-}
-std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-std::vector<double> abs_double(const std::vector<float>& v) {
-  std::vector<double> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = std::fabs(v[i]);
-  return out;
-}
-
-// Checks |got - want| <= gamma(n) * mag (+ u |want| for the final rounding); prints the first mismatches.
-void expect_close(const char* what, const std::vector<float>& got, const std::vector<double>& want,
-                  const std::vector<double>& mag, double n) {
-  ASSERT_EQ(got.size(), want.size());
-  int bad = 0;
-  double worst = 0.0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double tol = gamma(n) * mag[i] + kU * std::fabs(want[i]) + 1e-30;
-    const double err = std::fabs(double(got[i]) - want[i]);
-    worst = std::max(worst, err / tol);
-    if (!(err <= tol) && bad++ < 5)
-      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want " << want[i] << " (error " << err
-                    << " > tolerance " << tol << ")";
-  }
-  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " outside tolerance";
-  ::testing::Test::RecordProperty(std::string(what) + "_worst_error_over_tolerance", std::to_string(worst));
-}
+using namespace kernel_test;  // kU, gamma, random and integer data, expect_close (kernel_test_util.h)
 
 void expect_equal(const char* what, const std::vector<float>& got, const std::vector<float>& want) {
   ASSERT_EQ(got.size(), want.size());

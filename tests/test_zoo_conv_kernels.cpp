@@ -20,41 +20,14 @@
 
 #include "ringtrain/core/half.h"
 #include "ringtrain/core/rng.h"
+#include "kernel_test_util.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/ops/lowp.h"
 
 namespace ringtrain::ops {
 namespace {
 
-constexpr double kU = 1.0 / 16777216.0;  // float unit roundoff, 2^-24
-
-double gamma(double n) { return n * kU / (1.0 - n * kU); }
-
-std::vector<float> random_vec(std::size_t n, Rng& rng) {
-  std::vector<float> v(n);
-  for (auto& x : v) x = rng.uniform(-1.0f, 1.0f);
-  return v;
-}
-std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-std::vector<double> abs_double(const std::vector<float>& v) {
-  std::vector<double> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = std::fabs(v[i]);
-  return out;
-}
-
-void expect_close(const char* what, const std::vector<float>& got, const std::vector<double>& want,
-                  const std::vector<double>& mag, double n) {
-  ASSERT_EQ(got.size(), want.size());
-  int bad = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double tol = gamma(n) * mag[i] + kU * std::fabs(want[i]) + 1e-30;
-    const double err = std::fabs(double(got[i]) - want[i]);
-    if (!(err <= tol) && bad++ < 5)
-      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want " << want[i] << " (error " << err
-                    << " > tolerance " << tol << ")";
-  }
-  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " outside tolerance";
-}
+using namespace kernel_test;  // kU, gamma, random data, expect_close, rounded (kernel_test_util.h)
 
 Conv2dShape conv(int N, int C, int H, int W, int K, int RS, int stride, int pad, int groups = 1) {
   Conv2dShape s;
@@ -317,15 +290,7 @@ TEST_P(ZooConvTest, SixteenBitFallbackOnGroupedConv) {
     for (const Conv2dShape& s : shapes) {
       SCOPED_TRACE(std::string(precision_name(p)) + " " + conv_name(s));
       const Case& c = reference_case(s, Forward);  // (its operands only)
-      auto rounded = [p](const std::vector<float>& v) {
-        std::vector<float> r(v.size());
-        if (p == Precision::Bf16)
-          round_bf16(r.data(), v.data(), v.size());
-        else
-          round_fp16(r.data(), v.data(), v.size());
-        return r;
-      };
-      const auto rx = rounded(c.x), rw = rounded(c.w), rdy = rounded(c.dy);
+      const auto rx = rounded(c.x, p), rw = rounded(c.w, p), rdy = rounded(c.dy, p);
       std::vector<double> y(out_size(s)), ym(out_size(s)), dx(in_size(s)), dxm(in_size(s)), dw(w_size(s)),
           dwm(w_size(s)), db(s.K), dbm(s.K);
       ref::conv2d_forward(y.data(), to_double(rx).data(), to_double(rw).data(), to_double(c.b).data(), s);

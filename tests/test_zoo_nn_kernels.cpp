@@ -20,41 +20,14 @@
 
 #include "ringtrain/core/half.h"
 #include "ringtrain/core/rng.h"
+#include "kernel_test_util.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/ops/lowp.h"
 
 namespace ringtrain::ops {
 namespace {
 
-constexpr double kU = 1.0 / 16777216.0;  // float unit roundoff, 2^-24
-
-double gamma(double n) { return n * kU / (1.0 - n * kU); }
-
-std::vector<float> random_vec(std::size_t n, Rng& rng, float lo, float hi) {
-  std::vector<float> v(n);
-  for (auto& x : v) x = rng.uniform(lo, hi);
-  return v;
-}
-std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-
-// |got - want| <= tol[i] (+ u |want| for the final rounding, + a denormal floor); prints the first mismatches.
-void expect_within(const std::string& what, const std::vector<float>& got, const std::vector<double>& want,
-                   const std::vector<double>& tol) {
-  ASSERT_EQ(got.size(), want.size());
-  ASSERT_EQ(tol.size(), want.size());
-  int bad = 0;
-  double worst = 0.0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double t = tol[i] + kU * std::fabs(want[i]) + 1e-37;
-    const double err = std::fabs(double(got[i]) - want[i]);
-    worst = std::max(worst, err / t);
-    if (!(err <= t) && bad++ < 5)
-      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want " << want[i] << " (error " << err
-                    << " > tolerance " << t << ")";
-  }
-  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " outside tolerance";
-  ::testing::Test::RecordProperty(what + "_worst_error_over_tolerance", std::to_string(worst));
-}
+using namespace kernel_test;  // kU, gamma, random data, expect_within (kernel_test_util.h)
 
 void expect_equal(const std::string& what, const std::vector<float>& got, const std::vector<float>& want) {
   ASSERT_EQ(got.size(), want.size());
