@@ -29,6 +29,11 @@ struct VecAvx2 {
   static R sqrt(R a) { return _mm256_sqrt_ps(a); }
   static R select_gt(R x, R y, R a, R b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, y, _CMP_GT_OQ)); }
   static R select_eq(R x, R y, R a, R b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, y, _CMP_EQ_OQ)); }
+  // Max-pool's rule (ops/pool.h): v replaces best if v > best, or if v is NaN and best is not.
+  static M take_max(R v, R best) {
+    return _mm256_castps_si256(_mm256_and_ps(_mm256_cmp_ps(v, best, _CMP_NLE_UQ), _mm256_cmp_ps(best, best, _CMP_ORD_Q)));
+  }
+  static R blend(M m, R a, R b) { return _mm256_blendv_ps(b, a, _mm256_castsi256_ps(m)); }  // m ? a : b, per lane
   static float reduce_add(R v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));

@@ -28,6 +28,9 @@ struct VecScalar {
   static R sqrt(R a) { return __builtin_sqrtf(a); }
   static R select_gt(R x, R y, R a, R b) { return x > y ? a : b; }
   static R select_eq(R x, R y, R a, R b) { return x == y ? a : b; }
+  // Max-pool's rule (ops/pool.h): v replaces best if v > best, or if v is NaN and best is not.
+  static M take_max(R v, R best) { return (v > best) | ((v != v) & (best == best)); }
+  static R blend(M m, R a, R b) { return m ? a : b; }
   static float reduce_add(R v) { return v; }
   static M mask(int n) { return n > 0; }
   static R load_mask(const float* p, M m) { return m ? *p : 0.0f; }
