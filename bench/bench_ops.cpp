@@ -6,7 +6,8 @@
 //   bench_ops [--batch 256] [Google Benchmark flags, e.g. --benchmark_filter=conv2]
 //   RINGTRAIN_ISA=avx2 bench_ops     (another kernel level; default: the best this CPU runs)
 //   bench_ops --precision bf16       (the kernels of another compute precision, ops/lowp.h; default fp32)
-//   bench_ops --zoo-batch 64 --benchmark_filter=zoo   (the zoo's conv shapes: resnet18, mobilenet_v2, ViT)
+//   bench_ops --zoo-batch 64 --benchmark_filter=zoo   (the zoo's conv shapes: resnet18, mobilenet_v2, ViT;
+//                                       resnet18's stem max-pool in GB/s and % of a copy's bandwidth)
 //   bench_ops --zoo-bf16 [--reps 15] [--zoo-filter resnet18]   (only the zoo's conv passes: fp32, bf16 and bf16's rounding fallback
 //                                       side by side, medians of alternating timings, then exit)
 //
@@ -28,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ringtrain/core/peak.h"
@@ -130,6 +132,32 @@ double process_cpu_seconds() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Measured memory bandwidth (GB/s, bytes read + written): the best of 7 copies between two buffers of `bytes`
+// each, in process CPU time. The roofline of a memory-bound op whose data is about this size (the ResNet
+// stem's pool moves ~4 MB a pass at batch 64: L3 on Zen 5, not DRAM).
+double copy_bandwidth_gbs(std::size_t bytes) {
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  double best = 1e30;
+  for (int r = 0; r < 7; ++r) {
+    const double t0 = process_cpu_seconds();
+    std::memcpy(b.data(), a.data(), bytes);
+    benchmark::DoNotOptimize(b.data());
+    best = std::min(best, process_cpu_seconds() - t0);
+    std::swap(a, b);
+  }
+  return 2.0 * double(bytes) * 1e-9 / best;
+}
+
+// A memory-bound op: GB/s from the bytes it must read and write once, and % of a copy's bandwidth `bw` at
+// about the same size.
+void add_bytes(const std::string& name, double bytes, double bw, std::function<void()> fn) {
+  benchmark::RegisterBenchmark(name.c_str(), [bytes, bw, fn](benchmark::State& state) {
+    for (auto _ : state) fn();
+    state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["%copy_bw"] = benchmark::Counter(bytes * 1e-9 * 100.0 / bw, benchmark::Counter::kIsIterationInvariantRate);
+  })->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 }
 
 // Median of `reps` alternating timings of a and b (seconds per call each), in process CPU time (so
@@ -378,8 +406,40 @@ int main(int argc, char** argv) {
   static std::vector<float> pin = random_vec(std::size_t(g_batch) * 6 * 28 * 28, 10), pout(pin.size() / 4);
   static std::vector<uint8_t> pam(pout.size());
   const ops::PoolShape ps{g_batch * 6, 28, 28, 2};
-  add("maxpool(conv1)/forward (unfused)", 0, [&, ps] { k.maxpool2d_forward(pout.data(), pam.data(), pin.data(), ps); });
-  add("maxpool(conv1)/backward (unfused)", 0, [&, ps] { k.maxpool2d_backward(pin.data(), pout.data(), pam.data(), ps); });
+  // Max-pool passes, memory-bound: forward reads the input, writes the output and the argmax bytes; backward
+  // reads dout and the argmax, writes the input gradient.
+  auto pool_bytes = [](const ops::PoolShape& s) {
+    const double in = double(s.NC) * s.H * s.W * 4, out = double(s.NC) * s.P() * s.Q();
+    return std::pair{in + out * 5, out * 5 + in};
+  };
+  const auto [lf, lb] = pool_bytes(ps);
+  const double lbw = copy_bandwidth_gbs(std::size_t(lf));
+  add_bytes("maxpool(conv1)/forward (unfused)", lf, lbw, [&, ps] { k.maxpool2d_forward(pout.data(), pam.data(), pin.data(), ps); });
+  add_bytes("maxpool(conv1)/backward (unfused)", lb, lbw, [&, ps] { k.maxpool2d_backward(pin.data(), pout.data(), pam.data(), ps); });
+  // resnet18's stem pool (3x3, stride 2, padding 1: 64 channels of 14x14 -> 7x7 at the zoo's 28x28 input), batch
+  // g_zoo_batch, validated bit for bit against the reference first.
+  ops::PoolShape rs{g_zoo_batch * 64, 14, 14, 3};
+  rs.stride = 2, rs.pad = 1;
+  static std::vector<float> rin = random_vec(std::size_t(rs.NC) * 14 * 14, 14), rout(std::size_t(rs.NC) * 49),
+                            rdin(rin.size());
+  static std::vector<uint8_t> ram(rout.size());
+  {
+    std::vector<float> wout(rout.size()), wdin(rin.size());
+    std::vector<uint8_t> wam(ram.size());
+    k.maxpool2d_forward(rout.data(), ram.data(), rin.data(), rs);
+    k.maxpool2d_backward(rdin.data(), rout.data(), ram.data(), rs);
+    ops::reference_kernels().maxpool2d_forward(wout.data(), wam.data(), rin.data(), rs);
+    ops::reference_kernels().maxpool2d_backward(wdin.data(), wout.data(), wam.data(), rs);
+    const bool same = rout == wout && ram == wam && rdin == wdin;
+    std::printf("validation vs reference (resnet18 stem max-pool, batch %d): %s\n", g_zoo_batch,
+                same ? "bit for bit" : "MISMATCH");
+  }
+  const auto [rf, rb] = pool_bytes(rs);
+  const double rbw = copy_bandwidth_gbs(std::size_t(rf));
+  std::printf("copy bandwidth at the pools' sizes: %.1f GB/s (%.1f MB, LeNet conv1), %.1f GB/s (%.1f MB, resnet18 stem)\n",
+              lbw, lf * 1e-6, rbw, rf * 1e-6);
+  add_bytes("zoo resnet18/maxpool/forward", rf, rbw, [&, rs] { k.maxpool2d_forward(rout.data(), ram.data(), rin.data(), rs); });
+  add_bytes("zoo resnet18/maxpool/backward", rb, rbw, [&, rs] { k.maxpool2d_backward(rdin.data(), rout.data(), ram.data(), rs); });
   static std::vector<float> logits = random_vec(std::size_t(g_batch) * 10, 11), probs(logits.size());
   static std::vector<uint8_t> labels(g_batch, 3);
   add("softmax_xent/forward+backward", 0, [&] {

@@ -275,7 +275,22 @@ TEST_P(KernelTest, ReluExact) {
 
 TEST_P(KernelTest, MaxPoolExact) {
   Rng rng(8);
-  const PoolShape shapes[] = {{3, 6, 7, 2}, {17, 28, 28, 2}, {2, 9, 10, 3}, {1, 2, 2, 2}};
+  auto strided = [](int NC, int H, int W, int k, int st, int pad) {
+    PoolShape s{NC, H, W, k};
+    s.stride = st;
+    s.pad = pad;
+    return s;
+  };
+  // LeNet's 2x2 and non-overlapping windows, then the vectorised kernels' strided / padded ones (issue 14; more
+  // in test_zoo_conv_kernels.cpp): the ResNet stem's at batch 4, plane counts that fill no vector, stride 1.
+  const PoolShape shapes[] = {{3, 6, 7, 2},
+                              {17, 28, 28, 2},
+                              {2, 9, 10, 3},
+                              {1, 2, 2, 2},
+                              strided(4 * 64, 14, 14, 3, 2, 1),
+                              strided(19, 13, 11, 3, 2, 1),
+                              strided(7, 9, 8, 2, 1, 1),
+                              strided(5, 10, 9, 3, 1, 0)};
   for (const PoolShape& s : shapes) {
     // Integer data: plenty of ties, which must go to the first maximum.
     auto x = integer_vec(std::size_t(s.NC) * s.H * s.W, rng, 2, 1.0f);

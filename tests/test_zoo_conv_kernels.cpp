@@ -241,6 +241,61 @@ TEST_P(ZooConvTest, MaxPoolStridedPaddedExact) {
   }
 }
 
+// The vectorised max-pool (issue 14: L planes in the vector lanes) against the reference, bit for bit, on every
+// table of this level (fp32 and the 16-bit ones, which share the fp32 pool): the ResNet stem's shape at batch
+// 64 and 1, LeNet-5's 2x2 (its own kernel), plane counts that fill no vector (1, 5, 17, 33: a short last
+// group), odd and tiny planes, windows 1-5, strides 1-3, padding 0-2. Three kinds of data: random floats with
+// duplicates (every value drawn from 16, so windows tie), small integers (mostly ties) and data with NaNs,
+// -inf, +inf and signed zeros; dout includes -0.0f and overlapping windows add several gradients to one input.
+TEST_P(ZooConvTest, MaxPoolVectorisedMatchesReference) {
+  auto pool = [](int NC, int H, int W, int k, int st, int pad) {
+    PoolShape s{NC, H, W, k};
+    s.stride = st;
+    s.pad = pad;
+    return s;
+  };
+  const PoolShape shapes[] = {
+      pool(64 * 64, 14, 14, 3, 2, 1),  // resnet18's stem pool at the zoo's batch 64 (28x28 input)
+      pool(64, 14, 14, 3, 2, 1),       // the same at batch 1
+      pool(5 * 6, 28, 28, 2, 2, 0),    // LeNet-5's pool of conv1 (5 samples)
+      pool(3 * 16, 10, 10, 2, 2, 0),   // and of conv2
+      pool(17, 14, 14, 3, 2, 1), pool(33, 13, 15, 3, 2, 1), pool(5, 7, 9, 3, 1, 1), pool(1, 14, 14, 3, 2, 1),
+      pool(19, 9, 11, 2, 1, 0),  pool(18, 9, 11, 2, 1, 1), pool(20, 8, 8, 2, 2, 1), pool(7, 11, 10, 3, 1, 0),
+      pool(16, 5, 5, 3, 2, 0),   pool(3, 3, 3, 3, 1, 1),   pool(21, 2, 2, 3, 2, 1), pool(9, 1, 1, 1, 1, 0),
+      pool(16, 6, 7, 3, 3, 0),   pool(6, 10, 11, 5, 3, 2), pool(2, 17, 3, 4, 2, 2), pool(40, 4, 4, 2, 0, 0)};
+  Rng rng(23);
+  std::vector<const KernelTable*> tables = {&k()};
+  for (Precision p : {Precision::Bf16, Precision::Fp16}) tables.push_back(&kernels_for(GetParam(), p));
+  for (const PoolShape& s : shapes)
+    for (int kind = 0; kind < 3; ++kind) {
+      SCOPED_TRACE("NC" + std::to_string(s.NC) + " " + std::to_string(s.H) + "x" + std::to_string(s.W) + " k" +
+                   std::to_string(s.k) + " s" + std::to_string(s.st()) + " p" + std::to_string(s.pad) + " data " +
+                   std::to_string(kind));
+      std::vector<float> x(std::size_t(s.NC) * s.H * s.W);
+      const float specials[] = {NAN, -INFINITY, INFINITY, -0.0f, 0.0f, -NAN};
+      for (auto& v : x) {
+        if (kind == 0) v = float(int(rng.below(16))) * 0.37f - 2.0f;  // duplicates, no special values
+        if (kind == 1) v = float(int(rng.below(3)) - 1);
+        if (kind == 2) v = rng.below(4) == 0 ? specials[rng.below(6)] : float(int(rng.below(5)) - 2);
+      }
+      const std::size_t no = std::size_t(s.NC) * s.P() * s.Q();
+      std::vector<float> dy = random_vec(no, rng), wy(no), wdx(x.size());
+      for (std::size_t i = 0; i < no; i += 7) dy[i] = -0.0f;
+      std::vector<uint8_t> wam(no);
+      ref::maxpool2d_forward(wy.data(), wam.data(), x.data(), s);
+      ref::maxpool2d_backward(wdx.data(), dy.data(), wam.data(), s);
+      for (const KernelTable* t : tables) {
+        std::vector<float> y(no, 42.0f), dx(x.size(), 42.0f);
+        std::vector<uint8_t> am(no, 99);
+        t->maxpool2d_forward(y.data(), am.data(), x.data(), s);
+        EXPECT_EQ(0, std::memcmp(y.data(), wy.data(), no * sizeof(float))) << "out";
+        EXPECT_EQ(am, wam);
+        t->maxpool2d_backward(dx.data(), dy.data(), wam.data(), s);
+        EXPECT_EQ(0, std::memcmp(dx.data(), wdx.data(), dx.size() * sizeof(float))) << "dinp";
+      }
+    }
+}
+
 // PyTorch's semantics on a hand-made window: padding is -inf (an all-negative plane still yields its
 // maximum, never 0), the first of equal maxima wins, a NaN wins.
 TEST_P(ZooConvTest, MaxPoolPaddingIsMinusInfinity) {

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace ringtrain::ops::cpu {
 
@@ -29,6 +30,32 @@ struct VecAvx2 {
   static R sqrt(R a) { return _mm256_sqrt_ps(a); }
   static R select_gt(R x, R y, R a, R b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, y, _CMP_GT_OQ)); }
   static R select_eq(R x, R y, R a, R b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, y, _CMP_EQ_OQ)); }
+  // Max-pool's rule (ops/pool.h): v replaces best if v > best, or if v is NaN and best is not.
+  static M take_max(R v, R best) {
+    return _mm256_castps_si256(_mm256_and_ps(_mm256_cmp_ps(v, best, _CMP_NLE_UQ), _mm256_cmp_ps(best, best, _CMP_ORD_Q)));
+  }
+  static R blend(M m, R a, R b) { return _mm256_blendv_ps(b, a, _mm256_castsi256_ps(m)); }  // m ? a : b, per lane
+  // The first n lanes (small non-negative integers, e.g. max-pool's argmax) as bytes, and back.
+  static void store_bytes(uint8_t* p, R v, int n) {
+    const __m256i i = _mm256_cvttps_epi32(v);
+    const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+    const __m128i b = _mm_packus_epi16(w, w);
+    if (n == 8) return _mm_storel_epi64(reinterpret_cast<__m128i*>(p), b);
+    alignas(16) uint8_t t[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(t), b);
+    for (int j = 0; j < n; ++j) p[j] = t[j];
+  }
+  static R load_bytes(const uint8_t* p, int n) {
+    __m128i b;
+    if (n == 8) {
+      b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    } else {
+      alignas(16) uint8_t t[16] = {};
+      for (int j = 0; j < n; ++j) t[j] = p[j];
+      b = _mm_load_si128(reinterpret_cast<const __m128i*>(t));
+    }
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+  }
   static float reduce_add(R v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace ringtrain::ops::cpu {
 
@@ -37,6 +38,17 @@ struct VecAvx512 {
   // x > y ? a : b (false for NaN, as the scalar comparison)
   static R select_gt(R x, R y, R a, R b) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, y, _CMP_GT_OQ), b, a); }
   static R select_eq(R x, R y, R a, R b) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, y, _CMP_EQ_OQ), b, a); }
+  // Max-pool's rule (ops/pool.h): v replaces best if v > best, or if v is NaN and best is not. Two compares: the
+  // unordered not-less-or-equal (v > best or either NaN), under the mask of a non-NaN best.
+  static M take_max(R v, R best) {
+    return _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(best, best, _CMP_ORD_Q), v, best, _CMP_NLE_UQ);
+  }
+  static R blend(M m, R a, R b) { return _mm512_mask_blend_ps(m, b, a); }  // m ? a : b, per lane
+  // The first n lanes (small non-negative integers, e.g. max-pool's argmax) as bytes, and back.
+  static void store_bytes(uint8_t* p, R v, int n) { _mm512_mask_cvtepi32_storeu_epi8(p, mask(n), _mm512_cvttps_epi32(v)); }
+  static R load_bytes(const uint8_t* p, int n) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask(n), p)));
+  }
   static float reduce_add(R v) {  // pairwise, in a fixed order (g++ 12 warns inside _mm512_reduce_add_ps)
     alignas(64) float t[16];
     _mm512_store_ps(t, v);

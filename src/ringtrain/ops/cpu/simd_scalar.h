@@ -2,6 +2,7 @@
 // x86-64 baseline (the compiler may still use SSE2 on its own).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 namespace ringtrain::ops::cpu {
 
@@ -28,6 +29,13 @@ struct VecScalar {
   static R sqrt(R a) { return __builtin_sqrtf(a); }
   static R select_gt(R x, R y, R a, R b) { return x > y ? a : b; }
   static R select_eq(R x, R y, R a, R b) { return x == y ? a : b; }
+  // Max-pool's rule (ops/pool.h): v replaces best if v > best, or if v is NaN and best is not.
+  static M take_max(R v, R best) { return (v > best) | ((v != v) & (best == best)); }
+  static R blend(M m, R a, R b) { return m ? a : b; }
+  static void store_bytes(uint8_t* p, R v, int n) {
+    if (n > 0) *p = uint8_t(int(v));
+  }
+  static R load_bytes(const uint8_t* p, int n) { return n > 0 ? float(*p) : 0.0f; }
   static float reduce_add(R v) { return v; }
   static M mask(int n) { return n > 0; }
   static R load_mask(const float* p, M m) { return m ? *p : 0.0f; }
