@@ -130,8 +130,8 @@ void Conv2dReluPool::backward_slice(const ops::KernelTable& k, ParameterSet& p, 
   if (din) k.conv2d_backward_data(din, dact, weight, s);
 }
 
-void Conv2dReluPool::reduce_grads(ParameterSet& p) {
-  partials_.reduce({p.grad(param_indices_[0]), p.grad(param_indices_[1])});
+void Conv2dReluPool::reduce_grads(ParameterSet& p, int part, int parts) {
+  partials_.reduce({p.grad(param_indices_[0]), p.grad(param_indices_[1])}, part, parts);
 }
 
 }  // namespace ringtrain::nn

@@ -28,7 +28,7 @@ class Conv2dReluPool : public Layer {
   void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
   void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
                       float* din, const Slice& s) override;
-  void reduce_grads(ParameterSet& p) override;
+  void reduce_grads(ParameterSet& p, int part, int parts) override;
   ops::Conv2dShape shape(int N) const;
   double forward_macs() const override { return shape(1).macs(); }
   // Declares that this layer's output is `next`'s input and nothing else reads it (LeNet's conv1 -> conv2):

@@ -33,13 +33,13 @@ void Layer::reserve_grad_slots(const ParameterSet& p) {
   slots_.reserve(threads_, sizes);
 }
 
-void Layer::reduce_grads(ParameterSet& p) {
+void Layer::reduce_grads(ParameterSet& p, int part, int parts) {
   if (threads_ <= 1 || param_indices_.empty()) return;
   // Reused across calls (capacity kept): a fresh vector here would allocate on every step.
   thread_local std::vector<float*> finals;
   finals.clear();
   for (int i : param_indices_) finals.push_back(p.grad(i));
-  slots_.reduce(finals);
+  slots_.reduce(finals, part, parts);
 }
 
 }  // namespace ringtrain::nn

@@ -114,9 +114,10 @@ class Layer {
   virtual void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s);
   virtual void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
                               const float* dout, float* din, const Slice& s);
-  // Adds the slots of slices 1..T-1 into the ParameterSet's gradients, in slice order. The default sums
-  // the slots grad_slot() handed out; layers with their own partial buffers override it.
-  virtual void reduce_grads(ParameterSet& p);
+  // Adds the slots of slices 1..T-1 into the ParameterSet's gradients, in slice order: part `part` of
+  // `parts` of the elements (the model splits a large layer's sum over its threads; same bits). The
+  // default sums the slots grad_slot() handed out; layers with their own partial buffers override it.
+  virtual void reduce_grads(ParameterSet& p, int part = 0, int parts = 1);
   // Sizes the default per-slice gradient slots for the layer's parameters (Model::set_threads / reserve).
   void reserve_grad_slots(const ParameterSet& p);
 

@@ -43,6 +43,8 @@ void Linear::backward_slice(const ops::KernelTable& k, ParameterSet& p, const fl
                     p.param(param_indices_[0]), {s.size(), in_features_, out_features_});
 }
 
-void Linear::reduce_grads(ParameterSet& p) { partials_.reduce({p.grad(param_indices_[0]), p.grad(param_indices_[1])}); }
+void Linear::reduce_grads(ParameterSet& p, int part, int parts) {
+  partials_.reduce({p.grad(param_indices_[0]), p.grad(param_indices_[1])}, part, parts);
+}
 
 }  // namespace ringtrain::nn

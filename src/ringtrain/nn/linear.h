@@ -21,7 +21,7 @@ class Linear : public Layer {
   void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
   void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
                       float* din, const Slice& s) override;
-  void reduce_grads(ParameterSet& p) override;
+  void reduce_grads(ParameterSet& p, int part, int parts) override;
 
  private:
   int in_features_, out_features_;

@@ -54,6 +54,10 @@ void Model::build() {
   }
   params_->allocate();
   done_ = std::make_unique<std::atomic<int>[]>(layers_.size());
+  summed_ = std::make_unique<std::atomic<int>[]>(layers_.size());
+  grad_floats_.assign(layers_.size(), 0);
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    for (int v : layers_[i]->param_indices()) grad_floats_[i] += params_->views()[std::size_t(v)].numel;
 }
 
 std::unique_ptr<Model> Model::cut(Model&& whole, int begin, int end) {
@@ -360,7 +364,10 @@ void Model::backward(const ops::KernelTable& k, const float* x, const float* dlo
     }
     std::size_t a = b;
     while (a > 0 && !layers_[a - 1]->needs_whole_batch()) --a;
-    for (std::size_t i = a; i < b; ++i) done_[i].store(0, std::memory_order_relaxed);
+    for (std::size_t i = a; i < b; ++i) {
+      done_[i].store(0, std::memory_order_relaxed);
+      summed_[i].store(0, std::memory_order_relaxed);
+    }
     pool_->run([&](int t) {
       auto [n0, n1] = slice_of(N, T, t, kSliceAlign);
       const Slice s{N, n0, n1, t};
@@ -368,6 +375,20 @@ void Model::backward(const ops::KernelTable& k, const float* x, const float* dlo
         backward_node(k, i, x, dlogits, s, true);
         if (layers_[i]->param_indices().empty()) {
           if (t == 0 && on_grads_ready) on_grads_ready(*layers_[i]);
+          continue;
+        }
+        if (grad_floats_[i] >= kSplitReduceFloats) {
+          // A large gradient (resnet18's late convs: up to 2.4 M floats a slot): every thread sums its part
+          // once all slices are in, rather than the calling thread alone while the others run ahead.
+          done_[i].fetch_add(1, std::memory_order_acq_rel);
+          for (int spins = 0; done_[i].load(std::memory_order_acquire) < T; ++spins)
+            if (spins > 2000) std::this_thread::yield();
+          layers_[i]->reduce_grads(*params_, t, T);
+          summed_[i].fetch_add(1, std::memory_order_acq_rel);
+          if (t > 0) continue;
+          for (int spins = 0; summed_[i].load(std::memory_order_acquire) < T; ++spins)
+            if (spins > 2000) std::this_thread::yield();
+          if (on_grads_ready) on_grads_ready(*layers_[i]);
           continue;
         }
         if (t > 0) {

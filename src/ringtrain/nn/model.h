@@ -162,7 +162,12 @@ class Model {
   int max_batch_ = 0;
   int64_t largest_ = 0;                       // largest per-sample value, in floats
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<std::atomic<int>[]> done_;  // per node: slices 1..T-1 whose backward finished
+  std::unique_ptr<std::atomic<int>[]> done_;  // per node: slices 1..T-1 whose backward finished (all T: split sum)
+  std::unique_ptr<std::atomic<int>[]> summed_;  // per node, split sum: threads whose part of the sum is done
+  // A layer whose parameter gradients hold at least this many floats has its slices' sum split over the
+  // threads (Layer::reduce_grads parts); smaller ones are summed by the calling thread while the others go on.
+  static constexpr std::size_t kSplitReduceFloats = std::size_t(1) << 18;
+  std::vector<std::size_t> grad_floats_;  // per node: its parameter gradients' floats
 };
 
 }  // namespace ringtrain::nn
