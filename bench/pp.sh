@@ -26,10 +26,10 @@ T="train --model vit --data $DATA --epochs 1 --batch-size 64 --log-every 0 --qui
 rate_of() { sed -n 's/^trained [0-9]* steps in [0-9.]*s (\([0-9.]*\) samples\/s.*/\1/p' <<<"$1"; }
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 range() { tr ' ' '\n' | grep . | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%s-%s", lo, hi}'; }
-echo "| M | schedule | 1 process samples/s | pp 2 samples/s | pp 2 / 1 | stage 0 idle (range) | stage 1 idle (range) | median step idle (stage 0, 1) | ideal bubble | within 20% of ideal | micro-batches in flight (stage 0, 1) |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| M | schedule | 1 process samples/s | pp 2 samples/s | pp 2 / 1 | stage 0 idle (range) | stage 1 idle (range) | median step idle (stage 0, 1) | ideal bubble | within 20% of ideal | micro-batches in flight (stage 0, 1) | stage 1 starts at node (each run) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for M in $MS; do
-  declare -A r2=() i0=() i1=() m0=() m1=() fl=()
+  declare -A r2=() i0=() i1=() m0=() m1=() fl=() cuts=()
   r1=""; ideal=""
   for rep in $(seq "$REPEATS"); do
     one=$("$RT" $T --micro-batches "$M" 2>&1)
@@ -45,6 +45,7 @@ for M in $MS; do
       m0[$sched]="${m0[$sched]:-} $(sed -n 's/.*(median step: \([0-9.]*\)%, .*/\1/p' <<<"$b")"
       m1[$sched]="${m1[$sched]:-} $(sed -n 's/.*(median step: [0-9.]*%, \([0-9.]*\)%).*/\1/p' <<<"$b")"
       ideal=$(sed -n 's/.*= \([0-9.]*\)%$/\1/p' <<<"$b")
+      cuts[$sched]="${cuts[$sched]:-} $(sed -n 's/^pipeline: .*; stage 1: nodes \([0-9]*\)-.*/\1/p' <<<"$pp")"
       fl[$sched]="$(sed -n 's/^pipeline in flight: micro-batches at most stage 0 \([0-9]*\) .*, stage 1 \([0-9]*\) .*/\1, \2/p' <<<"$pp")"
     done
   done
@@ -52,8 +53,8 @@ for M in $MS; do
   for sched in 1f1b gpipe; do
     m2=$(median <<<"${r2[$sched]}"); a=$(median <<<"${i0[$sched]}"); c=$(median <<<"${i1[$sched]}")
     ok=$(awk -v a="$a" -v c="$c" -v i="$ideal" 'BEGIN { print (a <= 1.2 * i && a >= 0.8 * i && c <= 1.2 * i && c >= 0.8 * i) ? "yes" : "no" }')
-    echo "| $M | $sched | $m1 | $m2 | $(echo "scale=2; $m2 / $m1" | bc -l) | $a% ($(range <<<"${i0[$sched]}")) | $c% ($(range <<<"${i1[$sched]}")) | $(median <<<"${m0[$sched]}")%, $(median <<<"${m1[$sched]}")% | $ideal% | $ok | ${fl[$sched]} |"
+    echo "| $M | $sched | $m1 | $m2 | $(echo "scale=2; $m2 / $m1" | bc -l) | $a% ($(range <<<"${i0[$sched]}")) | $c% ($(range <<<"${i1[$sched]}")) | $(median <<<"${m0[$sched]}")%, $(median <<<"${m1[$sched]}")% | $ideal% | $ok | ${fl[$sched]} |${cuts[$sched]} |"
   done
-  unset r2 i0 i1 m0 m1 fl
+  unset r2 i0 i1 m0 m1 fl cuts
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -18,6 +18,7 @@
 #include "ringtrain/nn/models/zoo.h"
 #include "ringtrain/nn/node_timing.h"
 #include "ringtrain/nn/pipeline_stages.h"
+#include "ringtrain/train/pipeline_balance.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/train/pipeline_engine.h"
 #include "ringtrain/train/pipeline_schedule.h"
@@ -163,6 +164,27 @@ TEST(PipelineStages, BalancedCutGivesASlowerStageLessWork) {
   EXPECT_NE(error_of([&] { nn::balanced_cut(*m, std::vector<std::vector<double>>(2, std::vector<double>(3, 1.0))); })
                 .find("3 node costs for a model of"),
             std::string::npos);
+}
+
+// --pp-balance time's choice: the work-balanced cut (the rows' mean) unless each stage's own row shortens
+// the slowest stage by more than the noise margin (5%).
+TEST(PipelineStages, StagePricedCutMovesOnlyForAClearGain) {
+  auto m = nn::make_model("lenet5");  // 7 nodes, every boundary a chain point
+  ASSERT_EQ(m->layers().size(), 7u);
+  // Costs without ties: the work-balanced cut is at node 4 (13 | 12.5 ms).
+  const std::vector<double> ms{10e-3, 1e-3, 1e-3, 1e-3, 1.5e-3, 1e-3, 10e-3};
+  std::vector<std::vector<double>> rows{ms, ms};
+  EXPECT_EQ(train::stage_priced_cut(*m, rows).begin(1), 4);
+  for (double& t : rows[1]) t *= 1.2;  // stage 1's ranks 20% slower: node 5 would gain 3.3% (15 -> 14.5 ms)
+  EXPECT_EQ(nn::balanced_cut(*m, rows).begin(1), 5);
+  EXPECT_EQ(train::stage_priced_cut(*m, rows).begin(1), 4) << "within the 5% margin: the cut stays";
+  EXPECT_EQ(train::stage_priced_cut(*m, rows, 0.01).begin(1), 5) << "a smaller margin follows it";
+  rows[1] = ms;
+  for (double& t : rows[1]) t *= 2.0;  // twice as slow: node 6 gains 20% (25 -> 20 ms)
+  const nn::StageCut moved = train::stage_priced_cut(*m, rows);
+  EXPECT_EQ(moved.begin(1), 6);
+  EXPECT_NEAR(train::slowest_stage(moved, rows), 20e-3, 1e-12);
+  EXPECT_NEAR(train::slowest_stage(nn::StageCut{{0, 4, 7}}, rows), 25e-3, 1e-12);
 }
 
 // nn/node_timing.h: one positive time a node; the whole model's costliest node is a convolution or a

@@ -1,5 +1,7 @@
 #include "ringtrain/train/pipeline_balance.h"
 
+#include <algorithm>
+
 #include "ringtrain/core/error.h"
 #include "ringtrain/nn/models/zoo.h"
 #include "ringtrain/nn/node_timing.h"
@@ -26,13 +28,35 @@ std::vector<std::vector<double>> stage_times(const std::vector<double>& mine, in
   return out;
 }
 
+double slowest_stage(const nn::StageCut& cut, const std::vector<std::vector<double>>& rows) {
+  double worst = 0.0;
+  for (int s = 0; s < cut.stages(); ++s) {
+    double t = 0.0;
+    for (int i = cut.begin(s); i < cut.end(s); ++i) t += rows[std::size_t(s)][std::size_t(i)];
+    worst = std::max(worst, t);
+  }
+  return worst;
+}
+
+nn::StageCut stage_priced_cut(const nn::Model& model, const std::vector<std::vector<double>>& rows, double min_gain) {
+  check(!rows.empty(), "pipeline: no stage rows to cut by");
+  std::vector<double> mean(rows[0].size(), 0.0);
+  for (const auto& r : rows) {
+    check(r.size() == mean.size(), "pipeline: stage rows of different lengths");
+    for (std::size_t i = 0; i < r.size(); ++i) mean[i] += r[i] / double(rows.size());
+  }
+  const nn::StageCut even = nn::balanced_cut(model, mean, int(rows.size()));
+  const nn::StageCut own = nn::balanced_cut(model, rows);
+  return slowest_stage(own, rows) < (1.0 - min_gain) * slowest_stage(even, rows) ? own : even;
+}
+
 MeasuredCut measured_cut(const std::string& model_name, const ops::KernelTable& k, int micro_batch, int P,
                          dist::Communicator& world) {
   auto model = nn::make_model(model_name);
   model->init_parameters(0);  // realistic values (zeros could take other paths through ReLU and pooling)
   MeasuredCut m;
   m.seconds = stage_times(nn::time_nodes(*model, k, micro_batch, 5), P, world);
-  m.cut = nn::balanced_cut(*model, m.seconds);
+  m.cut = stage_priced_cut(*model, m.seconds);
   return m;
 }
 

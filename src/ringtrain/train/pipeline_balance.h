@@ -1,8 +1,7 @@
 // --pp-balance time: the pipeline's stage cut from node times measured at start. Every rank times the whole
 // model's nodes on one micro-batch (nn/node_timing.h); stage s is priced by the times measured on the ranks
-// that will run it (averaged over its data-parallel and tensor replicas), so a stage on a slower core gets
-// less work: on a VM whose two vCPUs ran 9% apart for a whole run, averaging over all ranks balanced the
-// work, not the time. World rank 0 computes the balanced cut and broadcasts it, so every rank - every
+// that will run it (averaged over its data-parallel and tensor replicas), so a stage on clearly slower cores
+// gets less work (stage_priced_cut: only past a 5% gain, the timing noise). World rank 0 computes the balanced cut and broadcasts it, so every rank - every
 // data-parallel replica of every stage - runs the same cut. The cut decides which rank runs which layers,
 // never what is computed: a pipelined run keeps one process's bits whatever the cut.
 #pragma once
@@ -21,6 +20,16 @@ struct MeasuredCut {
   // (rank 0's copy, the one the cut was made from)
   std::vector<std::vector<double>> seconds;
 };
+
+// The cut from per-stage rows (rows[s][i]: node i on stage s's ranks): the cut balanced by the rows' mean
+// (the work), unless the cut balanced by each stage's own row shortens the slowest stage, priced by the
+// rows, by more than `min_gain` (a fraction). Timing at start is noisy: on a VM whose cores drift by a few
+// percent for seconds at a time, following every difference moved vit's cut by half an encoder layer
+// either way run to run and made the bubble worse; a persistent difference (another CPU) still moves it.
+nn::StageCut stage_priced_cut(const nn::Model& model, const std::vector<std::vector<double>>& rows,
+                              double min_gain = 0.05);
+// The slowest stage's time under cut, stage s priced by rows[s].
+double slowest_stage(const nn::StageCut& cut, const std::vector<std::vector<double>>& rows);
 
 // Collective over `world`: each stage's row of node times, the average of the rows `mine` its ranks measured
 // (world rank w runs stage w / (world size / P)), rank 0's copy on every rank. rows[s][i]: node i on stage s.
