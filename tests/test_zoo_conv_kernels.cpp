@@ -210,14 +210,16 @@ TEST_P(ZooConvTest, Conv2dBackwardWeight) {
   }
 }
 
+// A max-pool shape: NC planes of H x W, a k x k window, stride st, padding pad.
+PoolShape pool(int NC, int H, int W, int k, int st, int pad) {
+  PoolShape s{NC, H, W, k};
+  s.stride = st;
+  s.pad = pad;
+  return s;
+}
+
 // Max-pool with stride and padding: no arithmetic, so exact, ties (integer data) and NaNs included.
 TEST_P(ZooConvTest, MaxPoolStridedPaddedExact) {
-  auto pool = [](int NC, int H, int W, int k, int st, int pad) {
-    PoolShape s{NC, H, W, k};
-    s.stride = st;
-    s.pad = pad;
-    return s;
-  };
   const PoolShape shapes[] = {pool(64 * 64, 14, 14, 3, 2, 1), pool(5, 7, 8, 3, 2, 1), pool(3, 9, 9, 2, 1, 1),
                               pool(4, 5, 6, 3, 1, 0),         pool(2, 1, 1, 3, 2, 1), pool(3, 10, 11, 5, 3, 2),
                               pool(6, 6, 6, 2, 0, 0),         pool(2, 9, 10, 3, 0, 0)};
@@ -248,12 +250,6 @@ TEST_P(ZooConvTest, MaxPoolStridedPaddedExact) {
 // duplicates (every value drawn from 16, so windows tie), small integers (mostly ties) and data with NaNs,
 // -inf, +inf and signed zeros; dout includes -0.0f and overlapping windows add several gradients to one input.
 TEST_P(ZooConvTest, MaxPoolVectorisedMatchesReference) {
-  auto pool = [](int NC, int H, int W, int k, int st, int pad) {
-    PoolShape s{NC, H, W, k};
-    s.stride = st;
-    s.pad = pad;
-    return s;
-  };
   const PoolShape shapes[] = {
       pool(64 * 64, 14, 14, 3, 2, 1),  // resnet18's stem pool at the zoo's batch 64 (28x28 input)
       pool(64, 14, 14, 3, 2, 1),       // the same at batch 1
