@@ -142,8 +142,8 @@ HalfSimd widest() {
   }();
   return w;
 }
-void check_path(HalfSimd path) {
-  check(half_simd_available(path), "bf16 conversions: this CPU lacks the requested vector path");
+void check_path(HalfSimd path) {  // (no message built on the hot path: a step must not allocate)
+  if (!half_simd_available(path)) throw Error("bf16 conversions: this CPU lacks the requested vector path");
 }
 }  // namespace
 
