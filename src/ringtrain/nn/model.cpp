@@ -28,6 +28,15 @@ Model::Model(Shape input, std::vector<Node> nodes) : input_(std::move(input)) {
   build();
 }
 
+namespace {
+// Waits for a counter the pool's threads bump: spins briefly (a layer's slices finish close together), then
+// yields the core (a shared machine may have parked the thread it waits for).
+void spin_until_at_least(const std::atomic<int>& counter, int target) {
+  for (int spins = 0; counter.load(std::memory_order_acquire) < target; ++spins)
+    if (spins > 2000) std::this_thread::yield();
+}
+}  // namespace
+
 Model::Model(Shape input, LayerList layers) : input_(std::move(input)), layers_(std::move(layers)) {
   for (std::size_t i = 0; i < layers_.size(); ++i) inputs_.push_back({int(i)});
   build();
@@ -381,13 +390,11 @@ void Model::backward(const ops::KernelTable& k, const float* x, const float* dlo
           // A large gradient (resnet18's late convs: up to 2.4 M floats a slot): every thread sums its part
           // once all slices are in, rather than the calling thread alone while the others run ahead.
           done_[i].fetch_add(1, std::memory_order_acq_rel);
-          for (int spins = 0; done_[i].load(std::memory_order_acquire) < T; ++spins)
-            if (spins > 2000) std::this_thread::yield();
+          spin_until_at_least(done_[i], T);
           layers_[i]->reduce_grads(*params_, t, T);
           summed_[i].fetch_add(1, std::memory_order_acq_rel);
           if (t > 0) continue;
-          for (int spins = 0; summed_[i].load(std::memory_order_acquire) < T; ++spins)
-            if (spins > 2000) std::this_thread::yield();
+          spin_until_at_least(summed_[i], T);
           if (on_grads_ready) on_grads_ready(*layers_[i]);
           continue;
         }
@@ -397,8 +404,7 @@ void Model::backward(const ops::KernelTable& k, const float* x, const float* dlo
         }
         // The caller's thread: once every slice has this layer's gradients, sum them and call the hook,
         // while the other threads go on with the layers below.
-        for (int spins = 0; done_[i].load(std::memory_order_acquire) < T - 1; ++spins)
-          if (spins > 2000) std::this_thread::yield();
+        spin_until_at_least(done_[i], T - 1);
         layers_[i]->reduce_grads(*params_);
         if (on_grads_ready) on_grads_ready(*layers_[i]);
       }

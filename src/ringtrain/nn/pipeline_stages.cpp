@@ -161,10 +161,15 @@ std::string describe_cut(const Model& model, const StageCut& cut) {
   return describe_stages(model, cut, [&](int s) { return percent(stage_cost(model, cut, s), total, "the cost"); });
 }
 
-std::string describe_cut(const Model& model, const StageCut& cut, const std::vector<std::vector<double>>& seconds) {
-  std::vector<double> mine(std::size_t(cut.stages()), 0.0);
+std::vector<double> stage_sums(const StageCut& cut, const std::vector<std::vector<double>>& rows) {
+  std::vector<double> sums(std::size_t(cut.stages()), 0.0);
   for (int s = 0; s < cut.stages(); ++s)
-    for (int i = cut.begin(s); i < cut.end(s); ++i) mine[std::size_t(s)] += seconds[std::size_t(s)][std::size_t(i)];
+    for (int i = cut.begin(s); i < cut.end(s); ++i) sums[std::size_t(s)] += rows[std::size_t(s)][std::size_t(i)];
+  return sums;
+}
+
+std::string describe_cut(const Model& model, const StageCut& cut, const std::vector<std::vector<double>>& seconds) {
+  const std::vector<double> mine = stage_sums(cut, seconds);
   double total = 0.0;
   for (double t : mine) total += t;
   return describe_stages(model, cut, [&](int s) {

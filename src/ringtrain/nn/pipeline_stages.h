@@ -37,6 +37,8 @@ StageCut balanced_cut(const Model& model, const std::vector<std::vector<double>>
 StageCut parse_cut(const std::string& text, const Model& model, int P);
 // The cut --pp-split gives, or the balanced one when it is empty.
 StageCut stage_cut(const Model& model, int P, const std::string& split);
+// Each stage's sum of its own row over its nodes (rows[s][i]: node i priced for stage s, e.g. seconds).
+std::vector<double> stage_sums(const StageCut& cut, const std::vector<std::vector<double>>& rows);
 // A stage's cost per sample (sum of node_cost over its nodes).
 double stage_cost(const Model& model, const StageCut& cut, int s);
 // "stage 0: nodes 0-11 (conv1 .. layer2.1.relu2), 41% of the cost; stage 1: ..." for the start-up line.

@@ -29,13 +29,8 @@ std::vector<std::vector<double>> stage_times(const std::vector<double>& mine, in
 }
 
 double slowest_stage(const nn::StageCut& cut, const std::vector<std::vector<double>>& rows) {
-  double worst = 0.0;
-  for (int s = 0; s < cut.stages(); ++s) {
-    double t = 0.0;
-    for (int i = cut.begin(s); i < cut.end(s); ++i) t += rows[std::size_t(s)][std::size_t(i)];
-    worst = std::max(worst, t);
-  }
-  return worst;
+  const std::vector<double> sums = nn::stage_sums(cut, rows);
+  return sums.empty() ? 0.0 : *std::max_element(sums.begin(), sums.end());
 }
 
 nn::StageCut stage_priced_cut(const nn::Model& model, const std::vector<std::vector<double>>& rows, double min_gain) {

@@ -1,8 +1,8 @@
 // --pp-balance time: the pipeline's stage cut from node times measured at start. Every rank times the whole
 // model's nodes on one micro-batch (nn/node_timing.h); stage s is priced by the times measured on the ranks
 // that will run it (averaged over its data-parallel and tensor replicas), so a stage on clearly slower cores
-// gets less work (stage_priced_cut: only past a 5% gain, the timing noise). World rank 0 computes the balanced cut and broadcasts it, so every rank - every
-// data-parallel replica of every stage - runs the same cut. The cut decides which rank runs which layers,
+// gets less work (stage_priced_cut: only past a 5% gain, the timing noise). World rank 0's times decide,
+// so every rank - every data-parallel replica of every stage - runs the same cut. The cut decides which rank runs which layers,
 // never what is computed: a pipelined run keeps one process's bits whatever the cut.
 #pragma once
 #include <string>
@@ -37,8 +37,7 @@ std::vector<std::vector<double>> stage_times(const std::vector<double>& mine, in
 
 // Collective over `world` (every rank calls it): the zoo model `model_name` (a private copy is built and
 // timed) cut into P stages, balanced by its nodes' times on micro-batches of `micro_batch` samples. World
-// rank w runs stage stage_of_rank(w) = w / (world size / P) (dist/process_grid.h: the pipeline coordinate
-// is the slowest).
+// rank w runs stage w / (world size / P) (dist/process_grid.h: the pipeline coordinate is the slowest).
 MeasuredCut measured_cut(const std::string& model_name, const ops::KernelTable& k, int micro_batch, int P,
                          dist::Communicator& world);
 
