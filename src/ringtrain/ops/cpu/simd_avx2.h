@@ -56,6 +56,19 @@ struct VecAvx2 {
     }
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
   }
+  // Sums kept in double (batch norm's statistics): acc[0..L) += a, or += a * b (a float product is exact in
+  // double, so only the sums round).
+  static void add_to_double(double* acc, R a) {
+    const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(a)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1));
+    _mm256_storeu_pd(acc, _mm256_add_pd(_mm256_loadu_pd(acc), lo));
+    _mm256_storeu_pd(acc + 4, _mm256_add_pd(_mm256_loadu_pd(acc + 4), hi));
+  }
+  static void fma_to_double(double* acc, R a, R b) {
+    const __m256d alo = _mm256_cvtps_pd(_mm256_castps256_ps128(a)), ahi = _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1));
+    const __m256d blo = _mm256_cvtps_pd(_mm256_castps256_ps128(b)), bhi = _mm256_cvtps_pd(_mm256_extractf128_ps(b, 1));
+    _mm256_storeu_pd(acc, _mm256_fmadd_pd(alo, blo, _mm256_loadu_pd(acc)));
+    _mm256_storeu_pd(acc + 4, _mm256_fmadd_pd(ahi, bhi, _mm256_loadu_pd(acc + 4)));
+  }
   static float reduce_add(R v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));

@@ -49,6 +49,22 @@ struct VecAvx512 {
   static R load_bytes(const uint8_t* p, int n) {
     return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask(n), p)));
   }
+  // Sums kept in double (batch norm's statistics): acc[0..L) += a, or += a * b (a float product is exact in
+  // double, so only the sums round).
+  static void add_to_double(double* acc, R a) {
+    const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(a));
+    const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+    _mm512_storeu_pd(acc, _mm512_add_pd(_mm512_loadu_pd(acc), lo));
+    _mm512_storeu_pd(acc + 8, _mm512_add_pd(_mm512_loadu_pd(acc + 8), hi));
+  }
+  static void fma_to_double(double* acc, R a, R b) {
+    const __m512d alo = _mm512_cvtps_pd(_mm512_castps512_ps256(a));
+    const __m512d ahi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+    const __m512d blo = _mm512_cvtps_pd(_mm512_castps512_ps256(b));
+    const __m512d bhi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(b), 1)));
+    _mm512_storeu_pd(acc, _mm512_fmadd_pd(alo, blo, _mm512_loadu_pd(acc)));
+    _mm512_storeu_pd(acc + 8, _mm512_fmadd_pd(ahi, bhi, _mm512_loadu_pd(acc + 8)));
+  }
   static float reduce_add(R v) {  // pairwise, in a fixed order (g++ 12 warns inside _mm512_reduce_add_ps)
     alignas(64) float t[16];
     _mm512_store_ps(t, v);

@@ -36,6 +36,9 @@ struct VecScalar {
     if (n > 0) *p = uint8_t(int(v));
   }
   static R load_bytes(const uint8_t* p, int n) { return n > 0 ? float(*p) : 0.0f; }
+  // Sums kept in double (batch norm's statistics): acc[0] += a, or += a * b (exact in double).
+  static void add_to_double(double* acc, R a) { acc[0] += double(a); }
+  static void fma_to_double(double* acc, R a, R b) { acc[0] += double(a) * double(b); }
   static float reduce_add(R v) { return v; }
   static M mask(int n) { return n > 0; }
   static R load_mask(const float* p, M m) { return m ? *p : 0.0f; }
