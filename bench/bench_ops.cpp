@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "bandwidth.h"
 #include "ringtrain/core/peak.h"
 #include "ringtrain/core/rng.h"
 #include "ringtrain/ops/kernels.h"
@@ -128,27 +129,8 @@ void add(const std::string& name, double flop, std::function<void()> fn) {
   })->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 }
 
-double process_cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
-// Measured memory bandwidth (GB/s, bytes read + written): the best of 7 copies between two buffers of `bytes`
-// each, in process CPU time. The roofline of a memory-bound op whose data is about this size (the ResNet
-// stem's pool moves ~4 MB a pass at batch 64: L3 on Zen 5, not DRAM).
-double copy_bandwidth_gbs(std::size_t bytes) {
-  std::vector<char> a(bytes, 1), b(bytes, 2);
-  double best = 1e30;
-  for (int r = 0; r < 7; ++r) {
-    const double t0 = process_cpu_seconds();
-    std::memcpy(b.data(), a.data(), bytes);
-    benchmark::DoNotOptimize(b.data());
-    best = std::min(best, process_cpu_seconds() - t0);
-    std::swap(a, b);
-  }
-  return 2.0 * double(bytes) * 1e-9 / best;
-}
+using bench::copy_bandwidth_gbs;
+using bench::process_cpu_seconds;
 
 // A memory-bound op: GB/s from the bytes it must read and write once, and % of a copy's bandwidth `bw` at
 // about the same size.
