@@ -82,9 +82,9 @@ std::vector<Conv2dShape> odd_shapes() {
     out.push_back(conv(N, 11, 8, 7, 11, 3, 3, 0, 11));     // depthwise stride 3, no padding
     out.push_back(conv(N, 10, 3, 3, 10, 3, 1, 1, 10));     // depthwise, plane smaller than a vector
     out.push_back(conv(N, 21, 2, 2, 21, 3, 1, 1, 21));     // depthwise on a small map: channels in the lanes
-    out.push_back(conv(N, 19, 4, 3, 19, 3, 2, 1, 19));     // depthwise small map, stride 2, uneven plane
+    out.push_back(conv(N, 19, 2, 1, 19, 3, 2, 1, 19));     // depthwise small map, stride 2, uneven plane
     out.push_back(conv(N, 13, 1, 1, 13, 3, 1, 1, 13));     // depthwise 1x1: only the centre tap reads data
-    out.push_back(conv(N, 7, 4, 4, 7, 5, 1, 2, 7));        // depthwise 5x5 on a 4x4 map, 7 channels
+    out.push_back(conv(N, 7, 2, 2, 7, 5, 1, 2, 7));        // depthwise 5x5 on a 2x2 map, 7 channels
     out.push_back(conv(N, 12, 8, 8, 24, 3, 1, 1, 4));      // 4 groups of 3 -> 6
     out.push_back(conv(N, 30, 6, 6, 20, 3, 1, 0, 10));     // 10 groups of 3 -> 2
     out.push_back(conv(N, 17, 3, 3, 33, 3, 1, 2));         // padding larger than the plane's half
@@ -339,7 +339,7 @@ TEST_P(ZooConvTest, GlobalAveragePool) {
 // the fp32 summation bound.
 TEST_P(ZooConvTest, SixteenBitFallbackOnGroupedConv) {
   const Conv2dShape shapes[] = {conv(17, 18, 9, 9, 26, 3, 2, 1, 2), conv(3, 21, 9, 10, 21, 3, 1, 1, 21),
-                                conv(3, 21, 2, 2, 21, 3, 1, 1, 21), conv(5, 19, 4, 3, 19, 3, 2, 1, 19),
+                                conv(3, 21, 2, 2, 21, 3, 1, 1, 21), conv(5, 19, 2, 1, 19, 3, 2, 1, 19),
                                 conv(5, 64, 7, 7, 128, 3, 2, 1), conv(4, 34, 5, 5, 30, 1, 1, 0, 2)};
   for (Precision p : {Precision::Bf16, Precision::Fp16}) {
     const KernelTable& t = kernels_for(GetParam(), p);  // (non-fused convs: the rounding tables at every level)
