@@ -10,11 +10,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "bandwidth.h"
-#include "ringtrain/core/rng.h"
+#include "random_data.h"
 #include "ringtrain/nn/conv2d.h"
 #include "ringtrain/nn/models/zoo.h"
 #include "ringtrain/ops/kernels.h"
@@ -23,17 +25,9 @@ using namespace ringtrain;
 
 namespace {
 
-std::vector<float> random_vec(std::size_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> v(n);
-  for (auto& x : v) x = rng.uniform(-1.0f, 1.0f);
-  return v;
-}
-
 struct Pass {
   const char* name;
-  double bytes;
-  double seconds;
+  double bytes;  // the least traffic: each operand read or written once
 };
 
 }  // namespace
@@ -41,7 +35,11 @@ struct Pass {
 int main(int argc, char** argv) {
   std::string model = "mobilenet_v2";
   int batch = 64, reps = 11;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 == argc) {
+      std::fprintf(stderr, "bench_depthwise: %s needs a value (--model M, --batch N, --reps R)\n", argv[i]);
+      return 2;
+    }
     if (std::strcmp(argv[i], "--model") == 0) {
       model = argv[i + 1];
     } else if (std::strcmp(argv[i], "--batch") == 0) {
@@ -57,7 +55,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_depthwise: --batch and --reps must be positive\n");
     return 2;
   }
-  auto m = nn::make_model(model);
+  std::unique_ptr<nn::Model> m;
+  try {
+    m = nn::make_model(model);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_depthwise: %s\n", e.what());
+    return 2;
+  }
   const ops::KernelTable& k = ops::kernels_for(ops::default_isa());
   std::printf("%s's depthwise convolutions, batch %d, %s, one thread; medians of %d timings (process CPU time)\n",
               model.c_str(), batch, ops::isa_name(k.level), reps);
@@ -70,10 +74,11 @@ int main(int argc, char** argv) {
     if (s.groups != s.C || s.groups == 1) continue;
     const std::size_t nx = std::size_t(s.N) * s.C * s.H * s.W, ny = std::size_t(s.N) * s.K * s.P() * s.Q(),
                       nw = std::size_t(s.K) * s.Cg() * s.R * s.S;
-    std::vector<float> x = random_vec(nx, 1), w = random_vec(nw, 2), dy = random_vec(ny, 3), y(ny), dx(nx), dw(nw);
-    const Pass passes[3] = {{"forward", 4.0 * double(nx + nw + ny), 0},
-                            {"backward_data", 4.0 * double(ny + nw + nx), 0},
-                            {"backward_weight", 4.0 * double(nx + ny + nw), 0}};
+    std::vector<float> x = bench::random_vec(nx, 1), w = bench::random_vec(nw, 2), dy = bench::random_vec(ny, 3);
+    std::vector<float> y(ny), dx(nx), dw(nw);
+    const Pass passes[3] = {{"forward", 4.0 * double(nx + nw + ny)},
+                            {"backward_data", 4.0 * double(ny + nw + nx)},
+                            {"backward_weight", 4.0 * double(nx + ny + nw)}};
     char label[64];
     std::snprintf(label, sizeof label, "%s (%dx%dx%d s%d)", layer->name().c_str(), s.C, s.H, s.W, s.stride);
     for (int p = 0; p < 3; ++p) {

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "bandwidth.h"
+#include "random_data.h"
 #include "ringtrain/core/peak.h"
 #include "ringtrain/core/rng.h"
 #include "ringtrain/ops/kernels.h"
@@ -50,12 +51,7 @@ int g_zoo_batch = 64;  // the zoo models' training batch
 double g_peak = 0.0;  // GFLOP/s
 const ops::KernelTable* g_k = nullptr;
 
-std::vector<float> random_vec(std::size_t n, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> v(n);
-  for (auto& x : v) x = rng.uniform(-1.0f, 1.0f);
-  return v;
-}
+using bench::random_vec;
 
 ops::Conv2dShape conv1_shape() {
   ops::Conv2dShape s;

@@ -88,11 +88,11 @@ BnData bn_data(const BatchNormShape& s, Rng& rng) {
 }
 
 // The fast kernels sum in double (each position over the N samples, then a channel's positions), so a sum's
-// float error is each term's own rounding: one float operation (x - mean) before it is added. bn_float_terms
+// float error is each term's own rounding: one float operation (x - mean) before it is added. kBnFloatTerms
 // is the length of the float sums the bounds below charge for: 1 term.
-double bn_float_terms(const BatchNormShape&) { return 1.0; }
+constexpr double kBnFloatTerms = 1.0;
 
-// Training forward. With F = bn_float_terms, the mean is within dm = gamma(F + 1) mean|x| (with its rounding to
+// Training forward. With F = kBnFloatTerms, the mean is within dm = gamma(F + 1) mean|x| (with its rounding to
 // float); the variance is sum (x - mean_f)^2 by positions, relatively within gamma(F + 2) (the mean's error
 // enters only at second order), invstd within half that plus 2u. out = fma(x, a, b) with a = gamma invstd and
 // b = beta - mean a rounded once each, so
@@ -112,20 +112,20 @@ TEST_P(ZooNnKernelTest, BatchNormTrainForward) {
     ref::batch_norm_forward_train<double>(want.data(), wm.data(), wi.data(), wrm.data(), wrv.data(), xd.data(), g.data(),
                                           b.data(), s, 1e-5, 0.1);
     std::vector<double> tol(n), tol_m(s.C), tol_i(s.C), tol_rm(s.C), tol_rv(s.C);
-    const double hw = bn_float_terms(s);
+    const double F = kBnFloatTerms;
     for (int c = 0; c < s.C; ++c) {
       double abs_sum = 0.0;
       for (int nn = 0; nn < s.N; ++nn)
         for (int i = 0; i < s.HW; ++i) abs_sum += std::fabs(xd[(std::size_t(nn) * s.C + c) * s.HW + i]);
       const double mean_abs = abs_sum / double(s.count()), a = std::fabs(g[c] * wi[c]);
-      tol_m[c] = gamma(hw + 1) * mean_abs;
-      tol_i[c] = gamma(hw + 4) * wi[c];
+      tol_m[c] = gamma(F + 1) * mean_abs;
+      tol_i[c] = gamma(F + 4) * wi[c];
       tol_rm[c] = 0.1 * tol_m[c];
-      tol_rv[c] = gamma(hw + 2) * (wrv[c] - 0.9 * d.rvar[c]);  // 0.1 * the unbiased variance
+      tol_rv[c] = gamma(F + 2) * (wrv[c] - 0.9 * d.rvar[c]);  // 0.1 * the unbiased variance
       for (int nn = 0; nn < s.N; ++nn)
         for (int i = 0; i < s.HW; ++i) {
           const std::size_t at = (std::size_t(nn) * s.C + c) * s.HW + i;
-          tol[at] = gamma(hw + 4) * a * (std::fabs(xd[at]) + std::fabs(wm[c]) + mean_abs) + kU * std::fabs(b[c]);
+          tol[at] = gamma(F + 4) * a * (std::fabs(xd[at]) + std::fabs(wm[c]) + mean_abs) + kU * std::fabs(b[c]);
         }
     }
     expect_within("out", out, want, tol);
@@ -136,7 +136,7 @@ TEST_P(ZooNnKernelTest, BatchNormTrainForward) {
   }
 }
 
-// Training backward, given the same saved statistics. Sums by positions in float (F = bn_float_terms): sum dy
+// Training backward, given the same saved statistics. Sums by positions (F = kBnFloatTerms float terms): sum dy
 // within gamma(F) sum|dy|, sum dy (x - mean) within gamma(F + 1) sum|dy||x - mean|. dgamma = that times invstd;
 // dx = k dy + (x e + f) (e, f rounded once; two FMAs) with k = gamma invstd, so
 //   |d dx| <= gamma(F + 4) |k| (|dy| + 2 mean|dy| + 2 (|x| + |mean|) invstd^2 mean(|dy||x - mean|)).
@@ -160,7 +160,7 @@ TEST_P(ZooNnKernelTest, BatchNormTrainBackward) {
     ref::batch_norm_backward_train<double>(wdx.data(), wdg.data(), wdb.data(), dy.data(), xd.data(), g.data(), md.data(),
                                            id.data(), s);
     std::vector<double> tol(n), tol_g(s.C), tol_b(s.C);
-    const double hw = bn_float_terms(s), cnt = double(s.count());
+    const double F = kBnFloatTerms, cnt = double(s.count());
     for (int c = 0; c < s.C; ++c) {
       double sdy = 0.0, sdyx = 0.0;
       for (int nn = 0; nn < s.N; ++nn)
@@ -169,13 +169,13 @@ TEST_P(ZooNnKernelTest, BatchNormTrainBackward) {
           sdy += std::fabs(dy[at]);
           sdyx += std::fabs(dy[at]) * std::fabs(xd[at] - md[c]);
         }
-      tol_b[c] = gamma(hw) * sdy;
-      tol_g[c] = gamma(hw + 2) * sdyx * id[c];
+      tol_b[c] = gamma(F) * sdy;
+      tol_g[c] = gamma(F + 2) * sdyx * id[c];
       const double kk = std::fabs(g[c] * id[c]);
       for (int nn = 0; nn < s.N; ++nn)
         for (int i = 0; i < s.HW; ++i) {
           const std::size_t at = (std::size_t(nn) * s.C + c) * s.HW + i;
-          tol[at] = gamma(hw + 4) * kk *
+          tol[at] = gamma(F + 4) * kk *
                     (std::fabs(dy[at]) + 2 * sdy / cnt +
                      2 * (std::fabs(xd[at]) + std::fabs(md[c])) * id[c] * id[c] * sdyx / cnt);
         }
@@ -267,8 +267,8 @@ TEST_P(ZooNnKernelTest, BatchNormEvalForwardBackward) {
           sdy += std::fabs(dy[at]);
           sdyx += std::fabs(dy[at]) * std::fabs(xd[at] - rm[c]);
         }
-      tol_b[c] = gamma(bn_float_terms(s)) * sdy;
-      tol_g[c] = gamma(bn_float_terms(s) + 2) * sdyx * inv;
+      tol_b[c] = gamma(kBnFloatTerms) * sdy;
+      tol_g[c] = gamma(kBnFloatTerms + 2) * sdyx * inv;
     }
     expect_within("out", out, want, tol);
     expect_within("dx", dx, wdx, tol_dx);

@@ -1,9 +1,9 @@
 // --pp-balance time: the pipeline's stage cut from node times measured at start. Every rank times the whole
 // model's nodes on one micro-batch (nn/node_timing.h); stage s is priced by the times measured on the ranks
 // that will run it (averaged over its data-parallel and tensor replicas), so a stage on clearly slower cores
-// gets less work (stage_priced_cut: only past a 5% gain, the timing noise). World rank 0's times decide,
-// so every rank - every data-parallel replica of every stage - runs the same cut. The cut decides which rank runs which layers,
-// never what is computed: a pipelined run keeps one process's bits whatever the cut.
+// gets less work (stage_priced_cut: only past a 5% gain, the timing noise). World rank 0's times decide, so
+// every rank - every data-parallel replica of every stage - runs the same cut. The cut decides which rank runs
+// which layers, never what is computed: a pipelined run keeps one process's bits whatever the cut.
 #pragma once
 #include <string>
 #include <vector>
