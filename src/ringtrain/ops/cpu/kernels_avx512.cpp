@@ -17,7 +17,7 @@ namespace {
 using V = VecAvx512;
 // Register-block sizes (outputs per tile): see docs/KERNELS.md for how they were chosen.
 struct Cfg {
-  static constexpr int fwd_kb = 2, fwd_qb = 6, bwd_data_cb = 2, bwd_data_qb = 6, bwd_weight_kb = 4, bwd_weight_qb = 6, gemm_mr = 8, gemm_nv = 3, gemm_kc = 128, gemm_mr_narrow = 12, gemm_nv_narrow = 2, ig_mr = 12, ig_nv = 2, ig_tc = 128;
+  static constexpr int fwd_kb = 2, fwd_qb = 6, bwd_data_cb = 2, bwd_data_qb = 6, bwd_weight_kb = 4, bwd_weight_qb = 6, gemm_mr = 8, gemm_nv = 3, gemm_kc = 128, gemm_mr_narrow = 12, gemm_nv_narrow = 2, ig_mr = 12, ig_nv = 2, ig_tc = 256;
 };
 
 #include "ringtrain/ops/cpu/kernels_impl.inc"
