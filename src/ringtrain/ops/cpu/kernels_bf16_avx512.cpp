@@ -43,9 +43,10 @@ struct Cfg {
   static constexpr int fwd_kb = 2, fwd_qb = 6, bwd_data_cb = 2, bwd_data_qb = 6, bwd_weight_kb = 4, bwd_weight_qb = 6,
                        gemm_mr = 8, gemm_nv = 3, gemm_kc = 128;
   // The depthwise kernels of this build's zoo_conv_impl.inc round what they copy into the lanes (to_lanes):
-  // n a multiple of 16, in place, nearest even with round_bf16's integer rounding (core/half.h; NaN quiet).
+  // In place, nearest even with round_bf16's integer rounding (core/half.h; NaN quiet); a tail through round_bf16.
   static void round_operands(float* p, std::size_t n) {
-    for (std::size_t i = 0; i < n; i += 16) {
+    std::size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
       const __m512 x = _mm512_loadu_ps(p + i);
       const __m512i u = _mm512_castps_si512(x);
       const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
@@ -54,6 +55,7 @@ struct Cfg {
       const __m512i h = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), nan);
       _mm512_storeu_ps(p + i, _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)));
     }
+    if (i < n) round_bf16(p + i, p + i, n - i);
   }
 };
 

@@ -159,8 +159,12 @@ const char* precision_path(IsaLevel level, Precision p) {
   if (p == Precision::Fp16) return "operands rounded to fp16, fp32 arithmetic (the fp32 kernels)";
   if (level == IsaLevel::Avx512 && cpu_has_avx512_bf16())
     return "vdpbf16ps: convs but the depthwise ones, linears; the rest: rounded operands, fp32 kernels";
-  return cpu_has_avx512_bf16() ? "operands rounded to bf16, fp32 arithmetic (the fp32 kernels of this level)"
-                               : "operands rounded to bf16, fp32 arithmetic (the fp32 kernels: no AVX512_BF16 on this CPU)";
+  const char* how = level == IsaLevel::Avx2 ? "operands rounded to bf16 as the fp32 kernels copy them, fp32 arithmetic"
+                                            : "operands rounded to bf16, fp32 arithmetic (the fp32 kernels of this level)";
+  if (cpu_has_avx512_bf16()) return how;
+  return level == IsaLevel::Avx2
+             ? "operands rounded to bf16 as the fp32 kernels copy them, fp32 arithmetic (no AVX512_BF16 on this CPU)"
+             : "operands rounded to bf16, fp32 arithmetic (the fp32 kernels: no AVX512_BF16 on this CPU)";
 }
 
 const KernelTable& kernels_for(IsaLevel level, Precision p) {
@@ -169,6 +173,15 @@ const KernelTable& kernels_for(IsaLevel level, Precision p) {
       KernelTable k;
       k.level = IsaLevel::Avx512;
       cpu::fill_bf16_avx512(k);
+      return k;
+    }();
+    return t;
+  }
+  if (p == Precision::Bf16 && level == IsaLevel::Avx2) {
+    kernels_for(level);  // throws if the CPU cannot run AVX2
+    static const KernelTable t = [] {
+      KernelTable k;
+      cpu::fill_bf16_avx2(k);
       return k;
     }();
     return t;

@@ -1,0 +1,74 @@
+// bf16 on AVX2 (no 16-bit dot product on such CPUs, nor at level avx2 anywhere): the fp32 AVX2 kernels with
+// each operand rounded to bf16 where the kernel already copies it into its own layout (Cfg::round_operands,
+// zoo_conv_impl.inc): the depthwise lanes, the implicit GEMM's weight panels, padded inputs and transposed
+// gradients. Same values as rounding whole tensors first and running the fp32 kernels (ops/ref/lowp.cpp, the
+// composition this table falls back to for every other pass), without that pass over memory each time an
+// operand is read. Products and sums fp32, as there.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "ringtrain/core/half.h"
+#include "ringtrain/ops/cpu/bf16_tables.h"
+#include "ringtrain/ops/cpu/scratch.h"
+#include "ringtrain/ops/cpu/simd_avx2.h"
+#include "ringtrain/ops/lowp.h"
+
+namespace ringtrain::ops::cpu {
+namespace {
+
+using V = VecAvx2;
+// The fp32 AVX2 build's block sizes (kernels_avx2.cpp), plus the rounding of copied operands.
+struct Cfg {
+  static constexpr int fwd_kb = 2, fwd_qb = 2, bwd_data_cb = 1, bwd_data_qb = 4, bwd_weight_kb = 1, bwd_weight_qb = 4,
+                       gemm_mr = 6, gemm_nv = 2, gemm_kc = 256, conv_mr = 4, conv_nv = 3, ig_mr = 6, ig_nv = 2,
+                       ig_tc = 256;
+  static void round_operands(float* p, std::size_t n) { round_bf16(p, p, n); }  // core/half.h, nearest even
+};
+
+#include "ringtrain/ops/cpu/kernels_impl.inc"
+
+const KernelTable& composed() { return rounding_kernels_for(IsaLevel::Avx2, Precision::Bf16); }
+
+// The depthwise kernels round the planes they move into the lanes; their weight (C x R x S floats) is rounded here.
+const float* rounded_weight(const float* w, const Conv2dShape& s) {
+  thread_local std::vector<float> buf;
+  const std::size_t n = std::size_t(s.K) * s.Cg() * s.R * s.S;
+  buf.resize(std::max(buf.size(), n));
+  round_bf16(buf.data(), w, n);
+  return buf.data();
+}
+bool depthwise(const Conv2dShape& s) { return zoo::conv_path(s) == zoo::ConvPath::Depthwise; }
+
+void conv_forward(float* out, const float* inp, const float* weight, const float* bias, const Conv2dShape& s) {
+  if (depthwise(s)) return zoo::depthwise_forward(out, inp, rounded_weight(weight, s), bias, s);
+  if (zoo::ig_ok(s, s.K)) return zoo::ig_forward(out, inp, weight, bias, s);
+  composed().conv2d_forward(out, inp, weight, bias, s);
+}
+void conv_backward_data(float* dinp, const float* dout, const float* weight, const Conv2dShape& s) {
+  if (depthwise(s)) return zoo::depthwise_backward_data(dinp, dout, rounded_weight(weight, s), s);
+  if (zoo::ig_ok(s, s.C)) return zoo::ig_backward_data(dinp, dout, weight, s);
+  composed().conv2d_backward_data(dinp, dout, weight, s);
+}
+void conv_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp, const Conv2dShape& s) {
+  if (depthwise(s)) return zoo::depthwise_backward_weight(dweight, dbias, dout, inp, s);
+  if (zoo::ig_ok(s, s.K)) return zoo::ig_backward_weight(dweight, dbias, dout, inp, s);
+  composed().conv2d_backward_weight(dweight, dbias, dout, inp, s);
+}
+
+}  // namespace
+
+void fill_bf16_avx2(KernelTable& t) {
+  static_cast<void>(&fill);  // the fp32 table of this file's copy of kernels_impl.inc is not needed
+  t = rounding_kernels_for(IsaLevel::Avx2, Precision::Bf16);
+  t.conv2d_forward = conv_forward;
+  t.conv2d_backward_data = conv_backward_data;
+  t.conv2d_backward_weight = conv_backward_weight;
+}
+
+}  // namespace ringtrain::ops::cpu
