@@ -1,7 +1,7 @@
 // bf16 on AVX2 (no 16-bit dot product on such CPUs, nor at level avx2 anywhere): the fp32 AVX2 kernels with
 // each operand rounded to bf16 where the kernel already copies it into its own layout (Cfg::round_operands,
 // zoo_conv_impl.inc): the depthwise lanes, the implicit GEMM's weight panels, padded inputs and transposed
-// gradients. Same values as rounding whole tensors first and running the fp32 kernels (ops/ref/lowp.cpp, the
+// gradients, the im2col matrices and per-sample plane copies of the GEMM paths. Same values as rounding whole tensors first and running the fp32 kernels (ops/ref/lowp.cpp, the
 // composition this table falls back to for every other pass), without that pass over memory each time an
 // operand is read. Products and sums fp32, as there.
 #include <algorithm>
@@ -44,21 +44,24 @@ const float* rounded_weight(const float* w, const Conv2dShape& s) {
   return buf.data();
 }
 bool depthwise(const Conv2dShape& s) { return zoo::conv_path(s) == zoo::ConvPath::Depthwise; }
+bool legacy(const Conv2dShape& s) { return zoo::conv_path(s) == zoo::ConvPath::Legacy; }
 
+// Depthwise with the weight rounded here; LeNet's shapes (the blocked kernels, which copy nothing they could
+// round) through the composition; every other conv through the zoo's routing, whose kernels all round.
 void conv_forward(float* out, const float* inp, const float* weight, const float* bias, const Conv2dShape& s) {
   if (depthwise(s)) return zoo::depthwise_forward(out, inp, rounded_weight(weight, s), bias, s);
-  if (zoo::ig_ok(s, s.K)) return zoo::ig_forward(out, inp, weight, bias, s);
-  composed().conv2d_forward(out, inp, weight, bias, s);
+  if (legacy(s)) return composed().conv2d_forward(out, inp, weight, bias, s);
+  zoo::conv_forward(out, inp, weight, bias, s);
 }
 void conv_backward_data(float* dinp, const float* dout, const float* weight, const Conv2dShape& s) {
   if (depthwise(s)) return zoo::depthwise_backward_data(dinp, dout, rounded_weight(weight, s), s);
-  if (zoo::ig_ok(s, s.C)) return zoo::ig_backward_data(dinp, dout, weight, s);
-  composed().conv2d_backward_data(dinp, dout, weight, s);
+  if (legacy(s)) return composed().conv2d_backward_data(dinp, dout, weight, s);
+  zoo::conv_backward_data(dinp, dout, weight, s);
 }
 void conv_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp, const Conv2dShape& s) {
   if (depthwise(s)) return zoo::depthwise_backward_weight(dweight, dbias, dout, inp, s);
-  if (zoo::ig_ok(s, s.K)) return zoo::ig_backward_weight(dweight, dbias, dout, inp, s);
-  composed().conv2d_backward_weight(dweight, dbias, dout, inp, s);
+  if (legacy(s)) return composed().conv2d_backward_weight(dweight, dbias, dout, inp, s);
+  zoo::conv_backward_weight(dweight, dbias, dout, inp, s);
 }
 
 }  // namespace
