@@ -28,7 +28,22 @@ struct Cfg {
   static constexpr int fwd_kb = 2, fwd_qb = 2, bwd_data_cb = 1, bwd_data_qb = 4, bwd_weight_kb = 1, bwd_weight_qb = 4,
                        gemm_mr = 6, gemm_nv = 2, gemm_kc = 256, conv_mr = 4, conv_nv = 3, ig_mr = 6, ig_nv = 2,
                        ig_tc = 256;
-  static void round_operands(float* p, std::size_t n) { round_bf16(p, p, n); }  // core/half.h, nearest even
+  // In place, nearest even with round_bf16's integer rounding (core/half.h; NaN quiet); a tail through round_bf16.
+  // Inline here, not core/half's out-of-line bulk call: that call inside to_lanes changed GCC's inlining of
+  // the depthwise passes' transposes (1.5x slower).
+  static void round_operands(float* p, std::size_t n) {
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m256 x = _mm256_loadu_ps(p + i);
+      const __m256i u = _mm256_castps_si256(x);
+      const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+      const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+      const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+      const __m256i h = _mm256_blendv_epi8(r, nan, _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)));
+      _mm256_storeu_ps(p + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+    }
+    if (i < n) round_bf16(p + i, p + i, n - i);
+  }
 };
 
 #include "ringtrain/ops/cpu/kernels_impl.inc"

@@ -81,14 +81,16 @@ struct VecAvx2 {
   static R load_mask(const float* p, M m) { return _mm256_maskload_ps(p, m); }
   static void store_mask(float* p, R v, M m) { _mm256_maskstore_ps(p, m, v); }
   // dst[j * ldd + i] = src[i * lds + j] for an 8 x 8 tile.
-  static void transpose(const float* src, std::size_t lds, float* dst, std::size_t ldd) {
+  [[gnu::always_inline]] static inline void transpose(const float* src, std::size_t lds, float* dst, std::size_t ldd) {
     __m256 r[8];
     for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
     transpose_regs(r);
     for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * ldd, r[i]);
   }
   // The same in registers: r[j] <- lane j of r[0..8), for tiles whose rows do not sit at one stride.
-  static void transpose_regs(__m256* r) {
+  // (Both transposes are forced inline: in the larger bf16 translation units GCC kept them out of line, the
+  // registers made a round trip through memory, and the depthwise passes ran up to 1.5x slower.)
+  [[gnu::always_inline]] static inline void transpose_regs(__m256* r) {
     __m256 t[8];
     for (int i = 0; i < 4; ++i) {
       t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);

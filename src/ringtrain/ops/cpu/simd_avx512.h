@@ -77,14 +77,15 @@ struct VecAvx512 {
   static R load_mask(const float* p, M m) { return _mm512_maskz_loadu_ps(m, p); }
   static void store_mask(float* p, R v, M m) { _mm512_mask_storeu_ps(p, m, v); }
   // dst[j * ldd + i] = src[i * lds + j] for a 16 x 16 tile (unpack, shuffle, two 128-bit-lane stages).
-  static void transpose(const float* src, std::size_t lds, float* dst, std::size_t ldd) {
+  [[gnu::always_inline]] static inline void transpose(const float* src, std::size_t lds, float* dst, std::size_t ldd) {
     __m512 r[16];
     for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
     transpose_regs(r);
     for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ldd, r[i]);
   }
   // The same in registers: r[j] <- lane j of r[0..16), for tiles whose rows do not sit at one stride.
-  static void transpose_regs(__m512* r) {
+  // (Forced inline, as on AVX2: see simd_avx2.h.)
+  [[gnu::always_inline]] static inline void transpose_regs(__m512* r) {
     __m512 t[16];
     for (int i = 0; i < 8; ++i) {
       t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
