@@ -41,8 +41,8 @@ namespace {
 using V = VecAvx512;
 struct Cfg {
   static constexpr int fwd_kb = 2, fwd_qb = 6, bwd_data_cb = 2, bwd_data_qb = 6, bwd_weight_kb = 4, bwd_weight_qb = 6,
-                       gemm_mr = 8, gemm_nv = 3, gemm_kc = 128;
-  // The depthwise kernels of this build's zoo_conv_impl.inc round what they copy into the lanes (to_lanes):
+                       gemm_mr = 8, gemm_nv = 3, gemm_kc = 128, ig_mr = 12, ig_nv = 2, ig_tc = 256;
+  // The depthwise and implicit-GEMM kernels of this build's zoo_conv_impl.inc round what they copy:
   // In place, nearest even with round_bf16's integer rounding (core/half.h; NaN quiet); a tail through round_bf16.
   static void round_operands(float* p, std::size_t n) {
     std::size_t i = 0;
