@@ -11,7 +11,8 @@
 //
 // Implementations:
 //   bf16 at level avx512 on a CPU with AVX512_BF16: ops/cpu/kernels_bf16_avx512.cpp (vdpbf16ps, 2
-//     products a 32-bit lane) for the fused conv+ReLU+pool passes and the linear passes;
+//     products a 32-bit lane) for the fused conv+ReLU+pool passes, the linear passes and the zoo's convs;
+//     on a CPU with AMX-BF16 too, the linears' and the zoo's convs' GEMMs on AMX tiles (gemm_bf16_amx.h);
 //   otherwise, and for fp16 at every level (fp16 is storage and traffic, fp32 math): round the operands
 //     (F16C / AVX-512 bulk conversion) and run the fp32 kernels of the same level (ops/ref/lowp.cpp).
 //     At level ref this composition is the reference twin the tests hold the fast bf16 kernels to.
@@ -29,6 +30,15 @@ const char* precision_name(Precision p);
 Precision parse_precision(const std::string& name);
 // True when this CPU has the BF16 dot-product instructions (AVX512_BF16).
 bool cpu_has_avx512_bf16();
+// True when this CPU has AMX-BF16 tiles and the OS lets this process use them (ops/cpu/amx.h).
+bool cpu_has_amx_bf16();
+// Whether the bf16 table at level avx512 runs its GEMMs on AMX tiles: cpu_has_amx_bf16(), unless the
+// environment sets RINGTRAIN_AMX=0 (so the vdpbf16ps kernels can be run and tested on such a CPU too).
+bool amx_enabled();
+// The two bf16 tables of level avx512 by name, for tests and benchmarks that compare them; each throws Error
+// where the CPU lacks its instructions (AVX512_BF16; AMX-BF16 with the OS's permission).
+const KernelTable& dot_product_bf16_kernels();
+const KernelTable& amx_bf16_kernels();
 // The table for computing at `level` in precision p (fp32: kernels_for(level)); throws like kernels_for.
 const KernelTable& kernels_for(IsaLevel level, Precision p);
 // The round-then-fp32 composition at `level` (the fallback; at Ref the reference twin).

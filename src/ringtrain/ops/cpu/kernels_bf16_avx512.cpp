@@ -30,6 +30,7 @@
 #include "ringtrain/core/error.h"
 #include "ringtrain/core/half.h"
 #include "ringtrain/ops/cpu/bf16_tables.h"
+#include "ringtrain/ops/cpu/gemm_bf16_amx.h"
 #include "ringtrain/ops/cpu/scratch.h"
 #include "ringtrain/ops/cpu/simd_avx512.h"
 #include "ringtrain/ops/cpu/tables.h"
@@ -830,7 +831,16 @@ inline void pack_cols_pairs(u32a* dst, std::size_t ldd, const float* src, int N,
     for (std::size_t n = N; n < ldd; ++n) dst[kp * ldd + n] = 0;
 }
 
-void lin_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearShape& s) {
+// The GEMM on pair words that the linear and conv passes below run: vdpbf16ps tiles (dp_gemm, this file) or
+// AMX tiles (gemm_bf16_amx.h), same operands and contract (C (+)= A . B, with an optional bias row).
+using PairGemm = void (*)(int M, int N, int KP, const void* A, std::size_t lda, const void* B, std::size_t ldb,
+                          float* C, std::size_t ldc, const float* bias, bool accumulate);
+// The linears' vdpbf16ps GEMM (gemm_bf16 below: one pass over the reduction, no accumulate).
+void dp_linear_gemm(int M, int N, int KP, const void* A, std::size_t lda, const void* B, std::size_t ldb, float* C,
+                    std::size_t ldc, const float* bias, bool accumulate);
+
+void lin_forward_with(PairGemm gemm, float* out, const float* inp, const float* weight, const float* bias,
+                      const LinearShape& s) {
   const int IP = (s.I + 1) / 2, ld = round_up(s.O, L);
   float* sc = thread_scratch(std::size_t(s.N) * IP + std::size_t(IP) * ld + std::size_t(s.O) * IP);
   u32a* A = reinterpret_cast<u32a*>(sc);
@@ -838,11 +848,11 @@ void lin_forward(float* out, const float* inp, const float* weight, const float*
   u32a* tmp = Bm + std::size_t(IP) * ld;
   pack_row_pairs(A, inp, s.N, s.I, s.I);
   pack_cols_pairs(Bm, ld, weight, s.O, s.I, s.I, tmp);  // B[ip][o] = (w[o][2ip], w[o][2ip+1])
-  gemm_bf16(s.N, s.O, IP, A, IP, Bm, ld, out, s.O, bias);
+  gemm(s.N, s.O, IP, A, IP, Bm, ld, out, s.O, bias, false);
 }
 
-void lin_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
-                  const LinearShape& s) {
+void lin_backward_with(PairGemm gemm, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                       const float* weight, const LinearShape& s) {
   const int OP = (s.O + 1) / 2, NP = (s.N + 1) / 2, ldi = round_up(s.I, L);
   const std::size_t a1 = std::size_t(s.N) * OP, b1 = std::max(std::size_t(OP) * ldi, std::size_t(NP) * round_up(s.O, L)),
                     a2 = std::size_t(round_up(s.O, L)) * NP, b2 = std::size_t(NP) * ldi;
@@ -856,7 +866,7 @@ void lin_backward(float* dinp, float* dweight, float* dbias, const float* dout, 
   if (dinp) {  // dinp [N][I] = dout [N][O] . weight [O][I]: pairs along O
     pack_row_pairs(A1, dr, s.N, s.O, s.O);
     pack_rows_interleaved(B1, ldi, weight, s.O, s.I, s.I);
-    gemm_bf16(s.N, s.I, OP, A1, OP, B1, ldi, dinp, s.I, nullptr);
+    gemm(s.N, s.I, OP, A1, OP, B1, ldi, dinp, s.I, nullptr, false);
   }
   // dweight [O][I] = dout^T . inp: pairs along N.
   // A2[o][np] = (dout[2np][o], dout[2np+1][o]): row pairs of dout [NP][O], transposed (B1's room is free now).
@@ -865,7 +875,7 @@ void lin_backward(float* dinp, float* dweight, float* dbias, const float* dout, 
   pack_rows_interleaved(tmp, ldo, dr, s.N, s.O, s.O);
   transpose_words(A2, NP, tmp, NP, ldo);  // rows o >= O of the transpose are never read
   pack_rows_interleaved(B2, ldi, inp, s.N, s.I, s.I);
-  gemm_bf16(s.O, s.I, NP, A2, NP, B2, ldi, dweight, s.I, nullptr);
+  gemm(s.O, s.I, NP, A2, NP, B2, ldi, dweight, s.I, nullptr, false);
   if (dbias)  // each dbias[o] summed over n in order, as a scalar loop would, 16 values of o a vector
     for (int o0 = 0; o0 < s.O; o0 += L) {
       const V::M m = V::mask(std::min(L, s.O - o0));
@@ -877,6 +887,27 @@ void lin_backward(float* dinp, float* dweight, float* dbias, const float* dout, 
 
 // The zoo's general and pointwise convolutions: im2col into bf16 pairs + the GEMM tile above.
 #include "ringtrain/ops/cpu/zoo_conv_bf16.inc"
+
+void dp_linear_gemm(int M, int N, int KP, const void* A, std::size_t lda, const void* B, std::size_t ldb, float* C,
+                    std::size_t ldc, const float* bias, bool accumulate) {
+  check(!accumulate, "dp_linear_gemm: the linears' GEMM does not accumulate");
+  gemm_bf16(M, N, KP, static_cast<const u32a*>(A), lda, static_cast<const u32a*>(B), ldb, C, ldc, bias);
+}
+
+void lin_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearShape& s) {
+  lin_forward_with(dp_linear_gemm, out, inp, weight, bias, s);
+}
+void lin_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
+                  const LinearShape& s) {
+  lin_backward_with(dp_linear_gemm, dinp, dweight, dbias, dout, inp, weight, s);
+}
+void lin_forward_amx(float* out, const float* inp, const float* weight, const float* bias, const LinearShape& s) {
+  lin_forward_with(gemm_bf16_amx, out, inp, weight, bias, s);
+}
+void lin_backward_amx(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                      const float* weight, const LinearShape& s) {
+  lin_backward_with(gemm_bf16_amx, dinp, dweight, dbias, dout, inp, weight, s);
+}
 
 #pragma GCC diagnostic pop
 
@@ -895,6 +926,15 @@ void fill_bf16_avx512(KernelTable& t) {
   t.conv2d_forward = zoo_bf16::conv_forward;
   t.conv2d_backward_data = zoo_bf16::conv_backward_data;
   t.conv2d_backward_weight = zoo_bf16::conv_backward_weight;
+}
+
+void fill_bf16_amx(KernelTable& t) {
+  fill_bf16_avx512(t);  // LeNet's fused conv + ReLU + pool keep vdpbf16ps (its blocked layout, not GEMMs)
+  t.linear_forward = lin_forward_amx;
+  t.linear_backward = lin_backward_amx;
+  t.conv2d_forward = zoo_bf16::amx_conv_forward;
+  t.conv2d_backward_data = zoo_bf16::amx_conv_backward_data;
+  t.conv2d_backward_weight = zoo_bf16::amx_conv_backward_weight;
 }
 
 }  // namespace ringtrain::ops::cpu

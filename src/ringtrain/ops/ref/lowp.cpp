@@ -2,11 +2,14 @@
 // has no BF16 dot product, the fp16 path everywhere, and at level ref the reference twin of the fast
 // bf16 kernels. Rounded copies live in per-thread buffers that grow only on the first step.
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "ringtrain/core/aligned.h"
 #include "ringtrain/core/error.h"
 #include "ringtrain/core/half.h"
+#include "ringtrain/ops/cpu/amx.h"
 #include "ringtrain/ops/cpu/bf16_tables.h"
 #include "ringtrain/ops/lowp.h"
 
@@ -148,6 +151,38 @@ bool cpu_has_avx512_bf16() {
   return ok;
 }
 
+bool cpu_has_amx_bf16() { return cpu_has_avx512_bf16() && cpu::amx_bf16_usable(); }
+
+bool amx_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("RINGTRAIN_AMX");
+    return cpu_has_amx_bf16() && !(env && std::string(env) == "0");
+  }();
+  return on;
+}
+
+const KernelTable& dot_product_bf16_kernels() {
+  kernels_for(IsaLevel::Avx512);  // throws if the CPU cannot run AVX-512
+  if (!cpu_has_avx512_bf16()) throw Error("the vdpbf16ps kernels need AVX512_BF16, which this CPU does not have");
+  static const KernelTable t = [] {
+    KernelTable k;
+    cpu::fill_bf16_avx512(k);
+    return k;
+  }();
+  return t;
+}
+
+const KernelTable& amx_bf16_kernels() {
+  if (!cpu_has_amx_bf16())
+    throw Error("the AMX kernels need AMX-BF16 tiles (and the OS's permission to use them): not on this CPU");
+  static const KernelTable t = [] {
+    KernelTable k;
+    cpu::fill_bf16_amx(k);
+    return k;
+  }();
+  return t;
+}
+
 const KernelTable& rounding_kernels_for(IsaLevel level, Precision p) {
   kernels_for(level);  // throws if the CPU cannot run the level
   if (p == Precision::Fp32) return kernels_for(level);
@@ -157,6 +192,9 @@ const KernelTable& rounding_kernels_for(IsaLevel level, Precision p) {
 const char* precision_path(IsaLevel level, Precision p) {
   if (p == Precision::Fp32) return "fp32 arithmetic";
   if (p == Precision::Fp16) return "operands rounded to fp16, fp32 arithmetic (the fp32 kernels)";
+  if (level == IsaLevel::Avx512 && amx_enabled())
+    return "AMX tiles (tdpbf16ps): linears, convs but the depthwise ones; LeNet's fused convs vdpbf16ps; the rest: "
+           "rounded operands, fp32 kernels";
   if (level == IsaLevel::Avx512 && cpu_has_avx512_bf16())
     return "vdpbf16ps: convs but the depthwise ones, linears; the rest: rounded operands, fp32 kernels";
   const char* how = level == IsaLevel::Avx2 ? "operands rounded to bf16 as the fp32 kernels copy them, fp32 arithmetic"
@@ -168,15 +206,8 @@ const char* precision_path(IsaLevel level, Precision p) {
 }
 
 const KernelTable& kernels_for(IsaLevel level, Precision p) {
-  if (p == Precision::Bf16 && level == IsaLevel::Avx512 && cpu_has_avx512_bf16()) {
-    static const KernelTable t = [] {
-      KernelTable k;
-      k.level = IsaLevel::Avx512;
-      cpu::fill_bf16_avx512(k);
-      return k;
-    }();
-    return t;
-  }
+  if (p == Precision::Bf16 && level == IsaLevel::Avx512 && cpu_has_avx512_bf16())
+    return amx_enabled() ? amx_bf16_kernels() : dot_product_bf16_kernels();
   if (p == Precision::Bf16 && level == IsaLevel::Avx2) {
     kernels_for(level);  // throws if the CPU cannot run AVX2
     static const KernelTable t = [] {
