@@ -31,6 +31,7 @@
 #include "ringtrain/core/half.h"
 #include "ringtrain/ops/cpu/bf16_tables.h"
 #include "ringtrain/ops/cpu/gemm_bf16_amx.h"
+#include "ringtrain/ops/cpu/zoo_conv_amx.h"
 #include "ringtrain/ops/cpu/scratch.h"
 #include "ringtrain/ops/cpu/simd_avx512.h"
 #include "ringtrain/ops/cpu/tables.h"
