@@ -150,7 +150,7 @@ inline uint32_t* pack_buffer(int slot, std::size_t words) {
 
 // K chunks of 256 pair words (512 bf16 products a dot): a packed A block (32 rows) is 32 KB and stays in L1
 // while it meets every column block of the B panel (up to 256 columns, 256 KB: L2).
-constexpr int kKc = 256, kNc = 256;
+constexpr int kKc = 256, kNc = 512;
 
 // Packers for row-major pair-word operands (A [M][lda], B [KP][ldb], ldb a multiple of 16):
 // A's rows [m0, m0 + 16 * slabs) x words [k0, k0 + kc) -> slabs of tiles (tile row r = A row, 16 words).

@@ -31,6 +31,7 @@
 #include "ringtrain/core/half.h"
 #include "ringtrain/ops/cpu/bf16_tables.h"
 #include "ringtrain/ops/cpu/gemm_bf16_amx.h"
+#include "ringtrain/ops/cpu/linear_amx.h"
 #include "ringtrain/ops/cpu/zoo_conv_amx.h"
 #include "ringtrain/ops/cpu/scratch.h"
 #include "ringtrain/ops/cpu/simd_avx512.h"
@@ -832,16 +833,12 @@ inline void pack_cols_pairs(u32a* dst, std::size_t ldd, const float* src, int N,
     for (std::size_t n = N; n < ldd; ++n) dst[kp * ldd + n] = 0;
 }
 
-// The GEMM on pair words that the linear and conv passes below run: vdpbf16ps tiles (dp_gemm, this file) or
-// AMX tiles (gemm_bf16_amx.h), same operands and contract (C (+)= A . B, with an optional bias row).
+// The GEMM on pair words that the conv passes below (zoo_conv_bf16.inc) run: vdpbf16ps tiles (dp_gemm there)
+// or AMX tiles (gemm_bf16_amx.h), same operands and contract (C (+)= A . B, with an optional bias row).
 using PairGemm = void (*)(int M, int N, int KP, const void* A, std::size_t lda, const void* B, std::size_t ldb,
                           float* C, std::size_t ldc, const float* bias, bool accumulate);
-// The linears' vdpbf16ps GEMM (gemm_bf16 below: one pass over the reduction, no accumulate).
-void dp_linear_gemm(int M, int N, int KP, const void* A, std::size_t lda, const void* B, std::size_t ldb, float* C,
-                    std::size_t ldc, const float* bias, bool accumulate);
 
-void lin_forward_with(PairGemm gemm, float* out, const float* inp, const float* weight, const float* bias,
-                      const LinearShape& s) {
+void lin_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearShape& s) {
   const int IP = (s.I + 1) / 2, ld = round_up(s.O, L);
   float* sc = thread_scratch(std::size_t(s.N) * IP + std::size_t(IP) * ld + std::size_t(s.O) * IP);
   u32a* A = reinterpret_cast<u32a*>(sc);
@@ -849,11 +846,11 @@ void lin_forward_with(PairGemm gemm, float* out, const float* inp, const float* 
   u32a* tmp = Bm + std::size_t(IP) * ld;
   pack_row_pairs(A, inp, s.N, s.I, s.I);
   pack_cols_pairs(Bm, ld, weight, s.O, s.I, s.I, tmp);  // B[ip][o] = (w[o][2ip], w[o][2ip+1])
-  gemm(s.N, s.O, IP, A, IP, Bm, ld, out, s.O, bias, false);
+  gemm_bf16(s.N, s.O, IP, A, IP, Bm, ld, out, s.O, bias);
 }
 
-void lin_backward_with(PairGemm gemm, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                       const float* weight, const LinearShape& s) {
+void lin_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
+                  const LinearShape& s) {
   const int OP = (s.O + 1) / 2, NP = (s.N + 1) / 2, ldi = round_up(s.I, L);
   const std::size_t a1 = std::size_t(s.N) * OP, b1 = std::max(std::size_t(OP) * ldi, std::size_t(NP) * round_up(s.O, L)),
                     a2 = std::size_t(round_up(s.O, L)) * NP, b2 = std::size_t(NP) * ldi;
@@ -867,7 +864,7 @@ void lin_backward_with(PairGemm gemm, float* dinp, float* dweight, float* dbias,
   if (dinp) {  // dinp [N][I] = dout [N][O] . weight [O][I]: pairs along O
     pack_row_pairs(A1, dout, s.N, s.O, s.O);
     pack_rows_interleaved(B1, ldi, weight, s.O, s.I, s.I);
-    gemm(s.N, s.I, OP, A1, OP, B1, ldi, dinp, s.I, nullptr, false);
+    gemm_bf16(s.N, s.I, OP, A1, OP, B1, ldi, dinp, s.I, nullptr);
   }
   // dweight [O][I] = dout^T . inp: pairs along N.
   // A2[o][np] = (dout[2np][o], dout[2np+1][o]): row pairs of dout [NP][O], transposed (B1's room is free now).
@@ -876,115 +873,20 @@ void lin_backward_with(PairGemm gemm, float* dinp, float* dweight, float* dbias,
   pack_rows_interleaved(tmp, ldo, dout, s.N, s.O, s.O);
   transpose_words(A2, NP, tmp, NP, ldo);  // rows o >= O of the transpose are never read
   pack_rows_interleaved(B2, ldi, inp, s.N, s.I, s.I);
-  gemm(s.O, s.I, NP, A2, NP, B2, ldi, dweight, s.I, nullptr, false);
-  if (dbias)  // each dbias[o] the sum over n, in order, of the rounded dout, 16 values of o a vector
-    for (int o0 = 0; o0 < s.O; o0 += L) {
-      const V::M m = V::mask(std::min(L, s.O - o0));
-      R acc = V::zero();
-      for (int n = 0; n < s.N; ++n) acc = V::add(acc, round_r(V::load_mask(dout + std::size_t(n) * s.O + o0, m)));
-      V::store_mask(dbias + o0, acc, m);
-    }
+  gemm_bf16(s.O, s.I, NP, A2, NP, B2, ldi, dweight, s.I, nullptr);
+  if (dbias) {  // each dbias[o] the sum over n, in order, of the rounded dout; dout read row by row
+    std::memset(dbias, 0, sizeof(float) * s.O);
+    for (int n = 0; n < s.N; ++n)
+      for (int o0 = 0; o0 < s.O; o0 += L) {
+        const V::M m = V::mask(std::min(L, s.O - o0));
+        const R d = round_r(V::load_mask(dout + std::size_t(n) * s.O + o0, m));
+        V::store_mask(dbias + o0, V::add(V::load_mask(dbias + o0, m), d), m);
+      }
+  }
 }
 
 // The zoo's general and pointwise convolutions: im2col into bf16 pairs + the GEMM tile above.
 #include "ringtrain/ops/cpu/zoo_conv_bf16.inc"
-
-void dp_linear_gemm(int M, int N, int KP, const void* A, std::size_t lda, const void* B, std::size_t ldb, float* C,
-                    std::size_t ldc, const float* bias, bool accumulate) {
-  check(!accumulate, "dp_linear_gemm: the linears' GEMM does not accumulate");
-  gemm_bf16(M, N, KP, static_cast<const u32a*>(A), lda, static_cast<const u32a*>(B), ldb, C, ldc, bias);
-}
-
-void lin_forward(float* out, const float* inp, const float* weight, const float* bias, const LinearShape& s) {
-  lin_forward_with(dp_linear_gemm, out, inp, weight, bias, s);
-}
-void lin_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
-                  const LinearShape& s) {
-  lin_backward_with(dp_linear_gemm, dinp, dweight, dbias, dout, inp, weight, s);
-}
-void lin_forward_amx(float* out, const float* inp, const float* weight, const float* bias, const LinearShape& s) {
-  lin_forward_with(gemm_bf16_amx, out, inp, weight, bias, s);
-}
-void lin_backward_amx(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                      const float* weight, const LinearShape& s) {
-  lin_backward_with(gemm_bf16_amx, dinp, dweight, dbias, dout, inp, weight, s);
-}
-
-// vit's split sums (ops/kernels.h: linear_forward_chunked, linear_backward_data_chunked) on AMX. The 16-bit
-// tables used to leave them null, so nn/tp_reduction.cpp composed them: each chunk's operands copied, one
-// linear_forward a chunk, the chunks' pairwise tree, the bias last. Here each chunk's pair words are packed
-// straight from the operands (the values the copies' packing makes, so each partial has the composition's
-// bits) and the tree and the bias are the composition's, in its order: the same bits, without the copies
-// and with one packing pass (tested against the composition).
-
-// out [n] = the pairwise tree of parts [chunks][n] as tp_reduction's tree_sum adds it ((p0 + p1) + (p2 + p3)
-// for 4, p0 + p1 for 2, strides doubling otherwise), + bias[o] (O floats a row; null: none) after it.
-void chunk_tree(float* out, float* parts, int chunks, std::size_t n, const float* bias, int O) {
-  if (chunks != 2 && chunks != 4)
-    for (int stride = 1; stride < chunks; stride *= 2)
-      for (int c = 0; c + stride < chunks; c += 2 * stride) {
-        float* a = parts + std::size_t(c) * n;
-        const float* b = parts + std::size_t(c + stride) * n;
-        for (std::size_t i = 0; i < n; ++i) a[i] += b[i];
-      }
-  const float *p0 = parts, *p1 = parts + n, *p2 = parts + 2 * n, *p3 = parts + 3 * n;
-  for (std::size_t r = 0; r < n / O; ++r)
-    for (int o0 = 0; o0 < O; o0 += L) {
-      const V::M m = V::mask(std::min(L, O - o0));
-      const std::size_t i = r * O + o0;
-      R t = V::load_mask(p0 + i, m);
-      if (chunks == 4)
-        t = V::add(V::add(t, V::load_mask(p1 + i, m)), V::add(V::load_mask(p2 + i, m), V::load_mask(p3 + i, m)));
-      else if (chunks == 2)
-        t = V::add(t, V::load_mask(p1 + i, m));
-      if (bias) t = V::add(t, V::load_mask(bias + o0, m));
-      V::store_mask(out + i, t, m);
-    }
-}
-
-void lin_forward_chunked_amx(float* out, const float* inp, const float* weight, const float* bias,
-                             const LinearShape& s, int chunks) {
-  const int Ic = s.I / chunks, IP = (Ic + 1) / 2, ld = round_up(s.O, L);
-  const std::size_t n = std::size_t(s.N) * s.O, nA = std::size_t(s.N) * IP, nB = std::size_t(IP) * ld,
-                    nT = std::size_t(s.O) * IP;
-  float* sc = thread_scratch(nA + nB + nT + n * chunks);
-  u32a* A = reinterpret_cast<u32a*>(sc);
-  u32a* Bm = A + nA;
-  u32a* tmp = Bm + nB;
-  float* parts = sc + nA + nB + nT;
-  for (int c = 0; c < chunks; ++c) {  // chunk c: columns [c Ic, (c + 1) Ic) of inp and of weight
-    pack_row_pairs(A, inp + c * Ic, s.N, Ic, s.I);
-    pack_cols_pairs(Bm, ld, weight + c * Ic, s.O, Ic, s.I, tmp);
-    gemm_bf16_amx(s.N, s.O, IP, A, IP, Bm, ld, parts + c * n, s.O, nullptr, false);
-  }
-  chunk_tree(out, parts, chunks, n, bias, s.O);
-}
-
-void lin_backward_data_chunked_amx(float* dinp, const float* dout, const float* weight, const LinearShape& s,
-                                   int chunks, int groups) {
-  const int block = s.O / groups / chunks, Oc = block * groups, OP = (Oc + 1) / 2, ldi = round_up(s.I, L);
-  const std::size_t n = std::size_t(s.N) * s.I, nX = std::size_t(s.N) * Oc, nW = std::size_t(Oc) * s.I,
-                    nA = std::size_t(s.N) * OP, nB = std::size_t(OP) * ldi;
-  float* sc = thread_scratch(nX + nW + nA + nB + n * chunks);
-  float* x = sc;       // chunk c's dout columns [N][Oc] ...
-  float* w = x + nX;   // ... and weight rows [Oc][I], gathered (a chunk is `groups` blocks apart)
-  u32a* A = reinterpret_cast<u32a*>(w + nW);
-  u32a* Bm = A + nA;
-  float* parts = sc + nX + nW + nA + nB;
-  for (int c = 0; c < chunks; ++c) {
-    for (int g = 0; g < groups; ++g) {
-      const int from = g * (s.O / groups) + c * block;  // this group's block of chunk c
-      for (int r = 0; r < s.N; ++r)
-        std::memcpy(x + std::size_t(r) * Oc + g * block, dout + std::size_t(r) * s.O + from, sizeof(float) * block);
-      std::memcpy(w + std::size_t(g) * block * s.I, weight + std::size_t(from) * s.I, sizeof(float) * block * s.I);
-    }
-    // dinp_c [N][I] = x [N][Oc] . w [Oc][I]: pairs along Oc (the composition's linear_forward with weight w^T)
-    pack_row_pairs(A, x, s.N, Oc, Oc);
-    pack_rows_interleaved(Bm, ldi, w, Oc, s.I, s.I);
-    gemm_bf16_amx(s.N, s.I, OP, A, OP, Bm, ldi, chunks > 1 ? parts + c * n : dinp, s.I, nullptr, false);
-  }
-  if (chunks > 1) chunk_tree(dinp, parts, chunks, n, nullptr, s.I);
-}
 
 #pragma GCC diagnostic pop
 
@@ -1007,10 +909,10 @@ void fill_bf16_avx512(KernelTable& t) {
 
 void fill_bf16_amx(KernelTable& t) {
   fill_bf16_avx512(t);  // LeNet's fused conv + ReLU + pool keep vdpbf16ps (its blocked layout, not GEMMs)
-  t.linear_forward = lin_forward_amx;
-  t.linear_backward = lin_backward_amx;
-  t.linear_forward_chunked = lin_forward_chunked_amx;
-  t.linear_backward_data_chunked = lin_backward_data_chunked_amx;
+  t.linear_forward = amx_linear_forward;
+  t.linear_backward = amx_linear_backward;
+  t.linear_forward_chunked = amx_linear_forward_chunked;
+  t.linear_backward_data_chunked = amx_linear_backward_data_chunked;
   t.conv2d_forward = zoo_bf16::amx_conv_forward;
   t.conv2d_backward_data = zoo_bf16::amx_conv_backward_data;
   t.conv2d_backward_weight = zoo_bf16::amx_conv_backward_weight;
