@@ -23,11 +23,18 @@ for isa in $levels; do
   RINGTRAIN_ISA=$isa ctest --test-dir build --output-on-failure -j 2 -R "Kernel|Ops|Lowp|Golden"
 done
 
+# On a CPU with AMX the bf16 table runs its GEMMs on AMX tiles; the vdpbf16ps kernels it replaces still
+# serve CPUs with AVX512_BF16 only, so they are tested here too (RINGTRAIN_AMX=0 keeps them).
+if grep -qw amx_bf16 /proc/cpuinfo; then
+  echo "-- RINGTRAIN_AMX=0 (the vdpbf16ps bf16 kernels on this AMX CPU)"
+  RINGTRAIN_AMX=0 ctest --test-dir build --output-on-failure -j 2 -R "Lowp|Bf16|Chunked|Golden|Amx"
+fi
+
 echo "== parsers and kernels under AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGTRAIN_SANITIZE=ON -DRINGTRAIN_BENCH=OFF
 cmake --build build-asan -j "$(nproc)"
 ASAN_OPTIONS=detect_leaks=0 RINGTRAIN_ISA=scalar \
-  ctest --test-dir build-asan --output-on-failure -j 2 -R "${RINGTRAIN_ASAN_TESTS:-Idx|Safetensors|Checkpoint|Kernel|Ops|Gradient|Loader|Expand|Dataset|Half|LossScaler|PipelineStages|ChunkedLinear}"
+  ctest --test-dir build-asan --output-on-failure -j 2 -R "${RINGTRAIN_ASAN_TESTS:-Idx|Safetensors|Checkpoint|Kernel|Ops|Gradient|Loader|Expand|Dataset|Half|LossScaler|PipelineStages|ChunkedLinear|Amx}"
 
 echo "== fuzzing the IDX and safetensors parsers (libFuzzer, ASan + UBSan)"
 FUZZ_SECONDS=${FUZZ_SECONDS:-60} scripts/fuzz.sh
