@@ -15,14 +15,13 @@
 #include "ringtrain/ops/cpu/zoo_conv_amx.h"
 
 #include "ringtrain/core/aligned.h"
-#include "ringtrain/ops/cpu/amx_tiles.h"
-#include "ringtrain/ops/cpu/simd_avx512.h"
+#include "ringtrain/ops/cpu/amx_pack.h"
+#include "ringtrain/ops/cpu/linear_amx.h"
 
 namespace ringtrain::ops::cpu {
 namespace {
 
 using namespace amx;
-using R = __m512;
 
 constexpr int kMaxTaps = 64;
 
@@ -74,16 +73,8 @@ T* scratch(int slot, std::size_t n) {
   return reinterpret_cast<T*>(buf[slot].data());
 }
 
-inline __mmask16 first(int n) { return n >= kTile ? __mmask16(0xFFFF) : __mmask16((1u << std::max(n, 0)) - 1u); }
-// 16 pair words (bf16(a_i), bf16(b_i)), the first in the low half.
-inline __m512i pair_words(R a, R b) {
-  const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // words 0..15: a, 16..31: b
-  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  return _mm512_permutexvar_epi16(idx, both);
-}
-// The same from two runs of 16 bf16 values.
-inline __m512i pair_words(__m256i a, __m256i b) {
+// 16 pair words from two runs of 16 bf16 values.
+inline __m512i pair_words_h(__m256i a, __m256i b) {
   const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
                                        21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   return _mm512_permutexvar_epi16(idx, _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1));
@@ -187,6 +178,77 @@ void forward_with(float* out, const float* x, const WeightView& wv, const float*
   }
 }
 
+// Pointwise convs on planes of 32 pixels or more (mobilenet_v2's 14x14 and 7x7 1x1 layers): GEMMs on each
+// sample's NCHW planes, no channels-last copy and no output transpose (a C tile is 16 channels x 16 pixels
+// of the plane):
+//   forward          out_n [K][PQ] = W [K][C] . x_n [C][PQ]     A = W's rows, B = pairs of x_n's planes
+//   backward-data    dinp_n [C][PQ] = W^T . dout_n              A = W's row pairs transposed, B = dout_n's
+//   backward-weight  dW [K][C] += dout_n [K][PQ] . x_n^T          A = dout_n's planes (pixel pairs), B = x_n's
+//                                                                 planes transposed; samples summed in order
+bool pointwise(const Conv2dShape& s) { return s.R == 1 && s.S == 1 && s.stride == 1 && s.pad == 0; }
+bool planar(const Conv2dShape& s) { return pointwise(s) && s.H * s.W >= 2 * kTile; }
+// On 1x1 maps (mobilenet_v2's last blocks) NCHW is [N][C]: the conv is the linear of x [N][C] and W [K][C].
+bool on_1x1_maps(const Conv2dShape& s) { return pointwise(s) && s.H * s.W == 1; }
+LinearShape as_linear(const Conv2dShape& s) { return {s.N, s.C, s.K}; }
+
+void planar_forward(float* out, const float* x, const float* w, const float* bias, const Conv2dShape& s) {
+  const int PQ = s.H * s.W;
+  for (int n = 0; n < s.N; ++n) {
+    const float* xn = x + std::size_t(n) * s.C * PQ;
+    float* yn = out + std::size_t(n) * s.K * PQ;
+    run({s.K, PQ, yn, std::size_t(PQ), nullptr, false}, (s.C + 1) / 2,
+        [&](uint32_t* dst, int m0, int slabs, int k0, int kc) {
+          pack_rows(dst, [&](int k, int col) { return w + std::size_t(k) * s.C + col; }, s.K, s.C, m0, slabs, k0, kc);
+        },
+        [&](uint32_t* dst, int n0, int slabs, int k0, int kc) {
+          pack_row_pairs(dst, [&](int c) { return xn + std::size_t(c) * PQ; }, s.C, PQ, n0, slabs, k0, kc);
+        });
+    if (bias)
+      for (int k = 0; k < s.K; ++k)
+        for (int i = 0; i < PQ; ++i) yn[std::size_t(k) * PQ + i] += bias[k];
+  }
+}
+
+void planar_backward_data(float* dinp, const float* dout, const float* w, const Conv2dShape& s) {
+  const int PQ = s.H * s.W;
+  for (int n = 0; n < s.N; ++n) {
+    const float* dn = dout + std::size_t(n) * s.K * PQ;
+    run({s.C, PQ, dinp + std::size_t(n) * s.C * PQ, std::size_t(PQ), nullptr, false}, (s.K + 1) / 2,
+        [&](uint32_t* dst, int m0, int slabs, int k0, int kc) {
+          pack_row_pairs_transposed(dst, [&](int k) { return w + std::size_t(k) * s.C; }, s.K, s.C, m0, slabs, k0, kc,
+                                    nullptr);
+        },
+        [&](uint32_t* dst, int n0, int slabs, int k0, int kc) {
+          pack_row_pairs(dst, [&](int k) { return dn + std::size_t(k) * PQ; }, s.K, PQ, n0, slabs, k0, kc);
+        });
+  }
+}
+
+void planar_backward_weight(float* dweight, float* dbias, const float* dout, const float* x, const Conv2dShape& s) {
+  const int PQ = s.H * s.W;
+  for (int n = 0; n < s.N; ++n) {
+    const float* dn = dout + std::size_t(n) * s.K * PQ;
+    const float* xn = x + std::size_t(n) * s.C * PQ;
+    run({s.K, s.C, dweight, std::size_t(s.C), nullptr, n > 0}, (PQ + 1) / 2,
+        [&](uint32_t* dst, int m0, int slabs, int k0, int kc) {
+          pack_rows(dst, [&](int k, int col) { return dn + std::size_t(k) * PQ + col; }, s.K, PQ, m0, slabs, k0, kc);
+        },
+        [&](uint32_t* dst, int n0, int slabs, int k0, int kc) {
+          pack_rows_transposed(dst, [&](int c, int col) { return xn + std::size_t(c) * PQ + col; }, s.C, PQ, n0, slabs,
+                               k0, kc);
+        });
+  }
+  if (dbias)  // the sum of the rounded dout, sample by sample
+    for (int k = 0; k < s.K; ++k) {
+      R acc = _mm512_setzero_ps();
+      for (int n = 0; n < s.N; ++n) {
+        const float* d = dout + (std::size_t(n) * s.K + k) * PQ;
+        for (int i = 0; i < PQ; i += kTile) acc = _mm512_add_ps(acc, round_r(_mm512_maskz_loadu_ps(first(PQ - i), d + i)));
+      }
+      dbias[k] = _mm512_reduce_add_ps(acc);
+    }
+}
+
 Conv2dShape data_as_forward(const Conv2dShape& s) {
   Conv2dShape t = s;
   t.C = s.K, t.K = s.C, t.H = s.P(), t.W = s.Q(), t.pad = s.R - 1 - s.pad, t.stride = 1;
@@ -203,11 +265,15 @@ bool amx_conv_data_ok(const Conv2dShape& s) {
 }
 
 void amx_conv_forward(float* out, const float* inp, const float* weight, const float* bias, const Conv2dShape& s) {
+  if (on_1x1_maps(s)) return amx_linear_forward(out, inp, weight, bias, as_linear(s));
+  if (planar(s)) return planar_forward(out, inp, weight, bias, s);
   const Geo g(s);
   forward_with(out, inp, {weight, s.C * s.R * s.S, s.R * s.S, false}, bias, g);
 }
 
 void amx_conv_backward_data(float* dinp, const float* dout, const float* weight, const Conv2dShape& s) {
+  if (on_1x1_maps(s)) return amx_linear_backward_data(dinp, dout, weight, as_linear(s));
+  if (planar(s)) return planar_backward_data(dinp, dout, weight, s);
   // dinp[c][h][w] = sum over k, r, s of W[k][c][R-1-r][S-1-s] dout[k][h - (R-1-pad) + r][w - (S-1-pad) + s]:
   // the forward on dout with output channels c, input channels k.
   const Geo g(data_as_forward(s));
@@ -215,6 +281,8 @@ void amx_conv_backward_data(float* dinp, const float* dout, const float* weight,
 }
 
 void amx_conv_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp, const Conv2dShape& s) {
+  if (on_1x1_maps(s)) return amx_linear_backward_weight(dweight, dbias, dout, inp, as_linear(s));
+  if (planar(s)) return planar_backward_weight(dweight, dbias, dout, inp, s);
   const Geo g(s);
   const int JP = (g.M + 1) / 2, C16 = round_up(g.C, kTile), NC = g.ntaps * C16;
   uint16_t* xh = scratch<uint16_t>(0, g.xh_size());
@@ -250,7 +318,7 @@ void amx_conv_backward_weight(float* dweight, float* dbias, const float* dout, c
                 const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + base[m] + tap));
                 const __m256i b = m + 1 < g.M ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + base[m + 1] + tap))
                                               : _mm256_setzero_si256();
-                v = pair_words(a, b);
+                v = pair_words_h(a, b);
               }
               _mm512_store_si512(dst + (std::size_t(sl) * steps + st) * kTileWords + r * kTile, v);
             }

@@ -1,0 +1,122 @@
+// Packers for the AMX tile driver (amx_tiles.h) that read fp32 operands and round them to bf16 as they fill
+// the tiles (vcvtne*ps2bf16: nearest even, subnormals flushed): rows with pairs along their columns, the same
+// transposed, and pairs of rows (16 x 16 register transposes where the tile runs across the source's rows).
+// Shared by the linears (linear_amx.cpp) and the convolutions (zoo_conv_amx.cpp). Include only from *_amx.cpp.
+#pragma once
+#include "ringtrain/ops/cpu/amx_tiles.h"
+#include "ringtrain/ops/cpu/simd_avx512.h"
+
+namespace ringtrain::ops::cpu::amx {
+
+using R = __m512;
+
+inline __mmask16 first(int n) { return n >= kTile ? __mmask16(0xFFFF) : __mmask16((1u << std::max(n, 0)) - 1u); }
+
+// The first n (<= 32) of the 32 floats at p (zeros after them) as 16 pair words, in order.
+inline __m512i pairs32(const float* p, int n) {
+  const R lo = _mm512_maskz_loadu_ps(first(n), p), hi = _mm512_maskz_loadu_ps(first(n - kTile), p + kTile);
+  return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+// 16 pair words (bf16(a_i), bf16(b_i)).
+inline __m512i pair_words(R a, R b) {
+  const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // words 0..15: a, 16..31: b
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(idx, both);
+}
+inline void store_row(uint32_t* d, __m512i v) { _mm512_store_si512(d, v); }
+inline void store_row(uint32_t* d, R v) { _mm512_store_ps(reinterpret_cast<float*>(d), v); }
+
+// Tiles whose rows are source rows, pairs along the source's columns: tile row r of slab sl = source row
+// m0 + 16 sl + r (at(row, col): the address of column col of that row, 32 columns a step contiguous), zero
+// from row M and column K on.
+template <class At>
+void pack_rows(uint32_t* dst, At at, int M, int K, int m0, int slabs, int k0, int kc) {
+  const int steps = (kc + kTile - 1) / kTile;
+  for (int sl = 0; sl < slabs; ++sl)
+    for (int r = 0; r < kTile; ++r) {
+      const int m = m0 + sl * kTile + r;
+      uint32_t* d = dst + std::size_t(sl) * steps * kTileWords + r * kTile;
+      for (int st = 0; st < steps; ++st, d += kTileWords) {
+        const int col = 2 * (k0 + st * kTile), n = m < M ? std::min(2 * kTile, K - col) : 0;
+        store_row(d, n > 0 ? pairs32(at(m, col), n) : _mm512_setzero_si512());
+      }
+    }
+}
+// The same pair words transposed: tile row r of slab sl = pair index k0 + 16 st + r, its 16 words the source
+// rows m0 + 16 sl .. (zero from row M and column K on).
+template <class At>
+void pack_rows_transposed(uint32_t* dst, At at, int M, int K, int m0, int slabs, int k0, int kc) {
+  const int steps = (kc + kTile - 1) / kTile;
+  for (int sl = 0; sl < slabs; ++sl)
+    for (int st = 0; st < steps; ++st) {
+      const int col = 2 * (k0 + st * kTile);
+      R v[kTile];
+      for (int i = 0; i < kTile; ++i) {
+        const int m = m0 + sl * kTile + i, n = m < M ? std::min(2 * kTile, K - col) : 0;
+        v[i] = _mm512_castsi512_ps(n > 0 ? pairs32(at(m, col), n) : _mm512_setzero_si512());
+      }
+      VecAvx512::transpose_regs(v);
+      uint32_t* d = dst + (std::size_t(sl) * steps + st) * kTileWords;
+      for (int r = 0; r < kTile; ++r) store_row(d + r * kTile, v[r]);
+    }
+}
+// Tiles of pairs of source rows: tile row r = pair kp = k0 + 16 st + r, word i = (row(2 kp)[c], row(2 kp + 1)[c])
+// for the 16 columns c = n0 + 16 sl + i (zero from row `rows` and column `cols` on; row(j): row j's address).
+template <class Row>
+void pack_row_pairs(uint32_t* dst, Row row, int rows, int cols, int n0, int slabs, int k0, int kc) {
+  const int steps = (kc + kTile - 1) / kTile;
+  for (int sl = 0; sl < slabs; ++sl) {
+    const int c0 = n0 + sl * kTile;
+    const __mmask16 mc = first(cols - c0);
+    for (int st = 0; st < steps; ++st)
+      for (int r = 0; r < kTile; ++r) {
+        const int kp = k0 + st * kTile + r, j = 2 * kp;
+        const bool in = kp < k0 + kc;
+        const R a = in && j < rows ? _mm512_maskz_loadu_ps(mc, row(j) + c0) : _mm512_setzero_ps();
+        const R b = in && j + 1 < rows ? _mm512_maskz_loadu_ps(mc, row(j + 1) + c0) : _mm512_setzero_ps();
+        store_row(dst + (std::size_t(sl) * steps + st) * kTileWords + r * kTile, pair_words(a, b));
+      }
+  }
+}
+// x rounded to bf16 (nearest even; NaN quiet), as fp32: round_bf16's (core/half.h) integer rounding.
+inline R round_r(R x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __m512i nan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), nan), 16));
+}
+
+// A' = A^T pairs: tile row r of slab sl = source column m0 + 16 sl + r, word j = (row(2 kp)[col], row(2 kp + 1)[col])
+// for kp = k0 + 16 st + j (the weight gradient's dout^T; zero from row `rows` and column `cols` on). sums (null:
+// none) += each column's rounded values, row by row in order: the bias gradient, in the pass that reads dout.
+template <class Row>
+void pack_row_pairs_transposed(uint32_t* dst, Row row, int rows, int cols, int m0, int slabs, int k0, int kc,
+                               float* sums) {
+  const int steps = (kc + kTile - 1) / kTile;
+  for (int sl = 0; sl < slabs; ++sl) {
+    const int c0 = m0 + sl * kTile;
+    const __mmask16 mc = first(cols - c0);
+    R sum = sums ? _mm512_maskz_loadu_ps(mc, sums + c0) : _mm512_setzero_ps();
+    for (int st = 0; st < steps; ++st) {
+      R v[kTile];
+      for (int i = 0; i < kTile; ++i) {
+        const int kp = k0 + st * kTile + i, j = 2 * kp;
+        const bool in = kp < k0 + kc;
+        const R a = in && j < rows ? _mm512_maskz_loadu_ps(mc, row(j) + c0) : _mm512_setzero_ps();
+        const R b = in && j + 1 < rows ? _mm512_maskz_loadu_ps(mc, row(j + 1) + c0) : _mm512_setzero_ps();
+        v[i] = _mm512_castsi512_ps(pair_words(a, b));  // column kp of the tile: 16 source columns
+        if (sums && in && j < rows) sum = _mm512_add_ps(sum, round_r(a));
+        if (sums && in && j + 1 < rows) sum = _mm512_add_ps(sum, round_r(b));
+      }
+      VecAvx512::transpose_regs(v);
+      uint32_t* d = dst + (std::size_t(sl) * steps + st) * kTileWords;
+      for (int r = 0; r < kTile; ++r) store_row(d + r * kTile, v[r]);
+    }
+    if (sums) _mm512_mask_storeu_ps(sums + c0, mc, sum);
+  }
+}
+
+
+}  // namespace ringtrain::ops::cpu::amx
