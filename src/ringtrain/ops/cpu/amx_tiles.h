@@ -128,14 +128,19 @@ inline void block(const Output& g, const uint32_t* a, const uint32_t* b, int ste
     }
   const std::size_t slab = std::size_t(steps) * kTileWords;
   for (int st = 0; st < steps; ++st, a += kTileWords, b += kTileWords) {
+    // each product issued as soon as its operands are loaded
     _tile_loadd(4, a, 64);
-    if constexpr (MT > 1) _tile_loadd(5, a + slab, 64);
     _tile_loadd(6, b, 64);
-    if constexpr (NT > 1) _tile_loadd(7, b + slab, 64);
     _tile_dpbf16ps(0, 4, 6);
-    if constexpr (NT > 1) _tile_dpbf16ps(1, 4, 7);
-    if constexpr (MT > 1) _tile_dpbf16ps(2, 5, 6);
-    if constexpr (MT > 1 && NT > 1) _tile_dpbf16ps(3, 5, 7);
+    if constexpr (NT > 1) {
+      _tile_loadd(7, b + slab, 64);
+      _tile_dpbf16ps(1, 4, 7);
+    }
+    if constexpr (MT > 1) {
+      _tile_loadd(5, a + slab, 64);
+      _tile_dpbf16ps(2, 5, 6);
+      if constexpr (NT > 1) _tile_dpbf16ps(3, 5, 7);
+    }
   }
   for (int i = 0; i < MT; ++i)
     for (int j = 0; j < NT; ++j) finish_tile(2 * i + j, io[i][j], buf[2 * i + j]);

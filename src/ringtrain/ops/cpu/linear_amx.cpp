@@ -61,12 +61,14 @@ void forward_cols(float* out, const float* inp, const float* weight, const float
 // pack_a(dst, c, m0) fills chunk c's S tiles of rows m0 .. m0 + 15; bt holds the B tiles [slab][chunk][S].
 constexpr int kMaxFusedChunks = 4;
 
-inline void dp_into(int c) {
+// Chunk c's tdpbf16ps into tile c, its operands in tmm4/tmm6 (even c) or tmm5/tmm7 (odd c): consecutive
+// products use other operand tiles, so a load need not wait for the previous product to read its tile.
+inline void load_and_dp(int c, const uint32_t* a, const uint32_t* b) {
   switch (c) {
-    case 0: _tile_dpbf16ps(0, 4, 6); break;
-    case 1: _tile_dpbf16ps(1, 4, 6); break;
-    case 2: _tile_dpbf16ps(2, 4, 6); break;
-    default: _tile_dpbf16ps(3, 4, 6); break;
+    case 0: _tile_loadd(4, a, 64); _tile_loadd(6, b, 64); _tile_dpbf16ps(0, 4, 6); break;
+    case 1: _tile_loadd(5, a, 64); _tile_loadd(7, b, 64); _tile_dpbf16ps(1, 5, 7); break;
+    case 2: _tile_loadd(4, a, 64); _tile_loadd(6, b, 64); _tile_dpbf16ps(2, 4, 6); break;
+    default: _tile_loadd(5, a, 64); _tile_loadd(7, b, 64); _tile_dpbf16ps(3, 5, 7); break;
   }
 }
 
@@ -81,15 +83,11 @@ void chunk_tree_gemm(float* out, int M, int N, const float* bias, int chunks, in
     const int rows = std::min(kTile, M - m0);
     for (int j = 0; j < nslabs; ++j) {
       const uint32_t* b = bt + std::size_t(j) * chunks * S * kTileWords;
-      for (int c = 0; c < chunks; ++c) {
-        zero_c(c);
-        for (int st = 0; st < S; ++st) {
-          _tile_loadd(4, ap + (std::size_t(c) * S + st) * kTileWords, 64);
-          _tile_loadd(6, b + (std::size_t(c) * S + st) * kTileWords, 64);
-          dp_into(c);
-        }
-        store_c(c, part[c], 64);
-      }
+      for (int c = 0; c < chunks; ++c) zero_c(c);
+      for (int st = 0; st < S; ++st)  // each chunk's steps in order, the chunks interleaved
+        for (int c = 0; c < chunks; ++c)
+          load_and_dp(c, ap + (std::size_t(c) * S + st) * kTileWords, b + (std::size_t(c) * S + st) * kTileWords);
+      for (int c = 0; c < chunks; ++c) store_c(c, part[c], 64);
       const int n0 = j * kTile;
       const __mmask16 mc = first(N - n0);
       const R bv = bias ? _mm512_maskz_loadu_ps(mc, bias + n0) : _mm512_setzero_ps();
