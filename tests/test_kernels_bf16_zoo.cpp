@@ -25,6 +25,7 @@
 
 #include "ringtrain/core/half.h"
 #include "ringtrain/core/rng.h"
+#include "ringtrain/ops/attention.h"
 #include "ringtrain/ops/kernels.h"
 #include "ringtrain/ops/lowp.h"
 
@@ -194,6 +195,32 @@ TEST(Bf16ZooConvAvx2, RoundingWhereCopiedGivesTheCompositionsBits) {
     EXPECT_EQ(0, std::memcmp(got.dx.data(), want.dx.data(), got.dx.size() * 4)) << "backward-data";
     EXPECT_EQ(0, std::memcmp(got.dw.data(), want.dw.data(), got.dw.size() * 4)) << "backward-weight";
     EXPECT_EQ(0, std::memcmp(got.db.data(), want.db.data(), got.db.size() * 4)) << "bias gradient";
+  }
+}
+
+// vit's attention core in the bf16 tables of levels avx2 and avx512 rounds q, k, v and dout as it loads them:
+// the bits of the composition (rounded copies into the fp32 kernel), odd batches and token counts included.
+TEST(Bf16Attention, RoundingOnLoadGivesTheCompositionsBits) {
+  for (IsaLevel l : {IsaLevel::Avx2, IsaLevel::Avx512}) {
+    if (detect_isa() < l) continue;
+    SCOPED_TRACE(isa_name(l));
+    const KernelTable& fused = kernels_for(l, Precision::Bf16);
+    const KernelTable& composed = rounding_kernels_for(l, Precision::Bf16);
+    ASSERT_NE(fused.attention_forward, composed.attention_forward);
+    Rng rng(24);
+    for (const AttentionShape& a : {AttentionShape{4, 17, 128, 4}, AttentionShape{3, 5, 24, 3}, AttentionShape{1, 9, 16, 1}}) {
+      const std::size_t nq = std::size_t(a.N) * a.T * 3 * a.D, no = std::size_t(a.N) * a.T * a.D,
+                        np = std::size_t(a.N) * a.H * a.T * a.T;
+      const auto qkv = random_vec(nq, rng, -2.0f, 2.0f), dout = random_vec(no, rng);
+      std::vector<float> o1(no), o2(no), p1(np), p2(np), d1(nq), d2(nq);
+      fused.attention_forward(o1.data(), p1.data(), qkv.data(), a);
+      composed.attention_forward(o2.data(), p2.data(), qkv.data(), a);
+      EXPECT_EQ(0, std::memcmp(o1.data(), o2.data(), no * 4)) << "out";
+      EXPECT_EQ(0, std::memcmp(p1.data(), p2.data(), np * 4)) << "probs";
+      fused.attention_backward(d1.data(), dout.data(), qkv.data(), p1.data(), a);
+      composed.attention_backward(d2.data(), dout.data(), qkv.data(), p2.data(), a);
+      EXPECT_EQ(0, std::memcmp(d1.data(), d2.data(), nq * 4)) << "dqkv";
+    }
   }
 }
 

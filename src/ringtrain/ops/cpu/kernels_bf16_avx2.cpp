@@ -87,6 +87,8 @@ void fill_bf16_avx2(KernelTable& t) {
   t.conv2d_forward = conv_forward;
   t.conv2d_backward_data = conv_backward_data;
   t.conv2d_backward_weight = conv_backward_weight;
+  t.attention_forward = attention_forward;  // rounding q, k, v and dout as it loads them (zoo_nn_impl.inc)
+  t.attention_backward = attention_backward;
 }
 
 }  // namespace ringtrain::ops::cpu

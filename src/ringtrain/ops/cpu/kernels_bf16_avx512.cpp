@@ -905,6 +905,10 @@ void fill_bf16_avx512(KernelTable& t) {
   t.conv2d_forward = zoo_bf16::conv_forward;
   t.conv2d_backward_data = zoo_bf16::conv_backward_data;
   t.conv2d_backward_weight = zoo_bf16::conv_backward_weight;
+  // vit's attention core: this build's fp32 kernel, rounding q, k, v and dout as it loads them (same bits
+  // as the composition's rounded copies)
+  t.attention_forward = attention_forward;
+  t.attention_backward = attention_backward;
 }
 
 void fill_bf16_amx(KernelTable& t) {
