@@ -198,8 +198,9 @@ TEST(AmxDispatch, Bf16TableFollowsTheCpu) {
   EXPECT_EQ(&t, amx_enabled() ? &amx_bf16_kernels() : &dot_product_bf16_kernels());
   EXPECT_NE(amx_bf16_kernels().linear_forward, dot_product_bf16_kernels().linear_forward);
   EXPECT_NE(amx_bf16_kernels().conv2d_forward, dot_product_bf16_kernels().conv2d_forward);
-  // LeNet's fused conv + ReLU + pool stays on vdpbf16ps in both.
-  EXPECT_EQ(amx_bf16_kernels().conv2d_relu_pool_forward, dot_product_bf16_kernels().conv2d_relu_pool_forward);
+  // LeNet's fused conv + ReLU + pool: the rounded fp32 kernels (vdpbf16ps is half-rate on AMX CPUs).
+  EXPECT_EQ(amx_bf16_kernels().conv2d_relu_pool_forward,
+            rounding_kernels_for(IsaLevel::Avx512, Precision::Bf16).conv2d_relu_pool_forward);
 }
 
 }  // namespace
