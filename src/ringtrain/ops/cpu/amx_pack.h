@@ -79,14 +79,8 @@ void pack_row_pairs(uint32_t* dst, Row row, int rows, int cols, int n0, int slab
       }
   }
 }
-// x rounded to bf16 (nearest even; NaN quiet), as fp32: round_bf16's (core/half.h) integer rounding.
-inline R round_r(R x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-  const __m512i nan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), nan), 16));
-}
+// x rounded to bf16 as core/half.h's round_bf16 rounds it (the bias gradient's rounded dout).
+inline R round_r(R x) { return VecAvx512::round_bf16(x); }
 
 // A' = A^T pairs: tile row r of slab sl = source column m0 + 16 sl + r, word j = (row(2 kp)[col], row(2 kp + 1)[col])
 // for kp = k0 + 16 st + j (the weight gradient's dout^T; zero from row `rows` and column `cols` on). sums (null:

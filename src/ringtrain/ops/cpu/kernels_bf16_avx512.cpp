@@ -49,15 +49,7 @@ struct Cfg {
   // In place, nearest even with round_bf16's integer rounding (core/half.h; NaN quiet); a tail through round_bf16.
   static void round_operands(float* p, std::size_t n) {
     std::size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      const __m512 x = _mm512_loadu_ps(p + i);
-      const __m512i u = _mm512_castps_si512(x);
-      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-      const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-      const __m512i nan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-      const __m512i h = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), nan);
-      _mm512_storeu_ps(p + i, _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)));
-    }
+    for (; i + 16 <= n; i += 16) V::store(p + i, V::round_bf16(V::load(p + i)));
     if (i < n) round_bf16(p + i, p + i, n - i);
   }
 };
@@ -617,14 +609,8 @@ inline void bwd_data_bf16(float* DX, const u32a* DK, const u32a* WK, const Geo& 
 // into the pair layouts without the unpooled fp32 copy: a window (2 x 2 at 2p2, 2q2) fills DQ[k][2p2][q2]
 // with its top pair and DQ[k][2p2+1][q2] with its bottom pair; DK (when not null) pairs channels 2kp, 2kp+1
 // at every position. dBl += the gradient that passed (code < 4).
-// x rounded to bf16 (nearest even; NaN quiet), as fp32: round_bf16's (core/half.h) integer rounding, bit for bit.
-inline R round_r(R x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-  const __m512i nan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), nan), 16));
-}
+// x rounded to bf16 as core/half.h's round_bf16 rounds it (bit for bit).
+inline R round_r(R x) { return V::round_bf16(x); }
 
 // dP is rounded to bf16 as it is read (an operand; dbias sums the rounded values too).
 // dP fp32, or bf16 (a blocked gradient, already rounded).

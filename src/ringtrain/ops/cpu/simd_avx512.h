@@ -72,6 +72,16 @@ struct VecAvx512 {
       for (int i = 0; i < w; ++i) t[i] += t[i + w];
     return t[0];
   }
+  // x rounded to bf16 (nearest even; NaN made quiet), as fp32: core/half.h's round_bf16, bit for bit (integer
+  // rounding, subnormals kept), for the bf16 builds' operands and sums of rounded values.
+  static R round_bf16(R x) {
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    const __m512i nan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    const __m512i h = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), nan);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+  }
   // First n lanes (0 <= n <= L).
   static M mask(int n) { return M((1u << n) - 1u); }
   static R load_mask(const float* p, M m) { return _mm512_maskz_loadu_ps(m, p); }
