@@ -10,6 +10,8 @@
 //                    read in place through a strided view (no flipped copy).
 //   backward-weight  C [k][t, c] = sum over pixel pairs of dout^T . Xh (A: dout's channel rows in bf16, pairs
 //                    of consecutive pixels; B tiles gathered from Xh, two pixels' 16 channels interleaved a row).
+// Pointwise convs take two shortcuts: on planes of >= 32 pixels, GEMMs on each sample's NCHW planes (no copy,
+// no transpose); on 1x1 maps, where NCHW is [N][C], the linears of linear_amx.h.
 // Taps that only ever read padding (3x3 convs on 1x1 maps) are skipped. Operands are rounded to bf16
 // (vcvtne*ps2bf16: nearest even, subnormals flushed), products exact, sums fp32: the bf16 tables' semantics.
 #include "ringtrain/ops/cpu/zoo_conv_amx.h"

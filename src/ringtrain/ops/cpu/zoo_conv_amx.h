@@ -1,5 +1,6 @@
 // The zoo's convolutions in bf16 as implicit GEMMs on AMX tiles (zoo_conv_amx.cpp): no im2col matrix; the
-// tiles are gathered 64 bytes a row from a channels-last bf16 copy of the input. Semantics of the bf16 tables
+// tiles are gathered 64 bytes a row from a channels-last bf16 copy of the input (pointwise convs: GEMMs on
+// the NCHW planes, or on 1x1 maps the linears). Semantics of the bf16 tables
 // (lowp.h): operands rounded to bf16, exact products, fp32 sums, fp32 results. Call only where
 // amx_bf16_usable(), for shapes where amx_conv_ok().
 #pragma once
