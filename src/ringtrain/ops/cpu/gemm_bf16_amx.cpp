@@ -5,6 +5,12 @@
 
 #include "ringtrain/ops/cpu/amx_tiles.h"
 
+// g++ 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wmaybe-uninitialized flags (as in
+// simd_avx512.h).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace ringtrain::ops::cpu {
 
 using namespace amx;
@@ -19,3 +25,5 @@ void gemm_bf16_amx(int M, int N, int KP, const void* A, std::size_t lda, const v
 }
 
 }  // namespace ringtrain::ops::cpu
+
+#pragma GCC diagnostic pop

@@ -10,6 +10,12 @@
 #include "ringtrain/ops/cpu/amx_pack.h"
 #include "ringtrain/ops/cpu/scratch.h"
 
+// g++ 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wmaybe-uninitialized flags (as in
+// simd_avx512.h).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace ringtrain::ops::cpu {
 namespace {
 
@@ -211,3 +217,5 @@ void amx_linear_backward_data_chunked(float* dinp, const float* dout, const floa
 }
 
 }  // namespace ringtrain::ops::cpu
+
+#pragma GCC diagnostic pop

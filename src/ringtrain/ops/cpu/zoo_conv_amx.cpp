@@ -20,6 +20,12 @@
 #include "ringtrain/ops/cpu/amx_pack.h"
 #include "ringtrain/ops/cpu/linear_amx.h"
 
+// g++ 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wmaybe-uninitialized flags (as in
+// simd_avx512.h).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace ringtrain::ops::cpu {
 namespace {
 
@@ -347,3 +353,5 @@ void amx_conv_backward_weight(float* dweight, float* dbias, const float* dout, c
 }
 
 }  // namespace ringtrain::ops::cpu
+
+#pragma GCC diagnostic pop
