@@ -901,7 +901,7 @@ void fill_bf16_amx(KernelTable& t) {
   fill_bf16_avx512(t);
   // LeNet's fused conv + ReLU + pool (samples in the lanes, no GEMM): the CPUs with AMX (Intel Xeons) issue
   // vdpbf16ps at half their FMA rate (bench_peak: 123 against 247 GFLOP/s), so the fp32 kernels on rounded
-  // operands beat the vdpbf16ps tiles there (LeNet-5 bf16, batch 256: 1.05x fp32 against 0.70x).
+  // operands beat the vdpbf16ps tiles there (LeNet-5 bf16, batch 256: 0.98x fp32 against 0.61x; BENCHMARKS.md).
   const KernelTable& rounding = rounding_kernels_for(IsaLevel::Avx512, Precision::Bf16);
   t.conv2d_relu_pool_saved = rounding.conv2d_relu_pool_saved;
   t.conv2d_relu_pool_forward = rounding.conv2d_relu_pool_forward;
