@@ -154,7 +154,7 @@ inline uint32_t* pack_buffer(int slot, std::size_t words) {
 }
 
 // K chunks of 256 pair words (512 bf16 products a dot): a packed A block (32 rows) is 32 KB and stays in L1
-// while it meets every column block of the B panel (up to 256 columns, 256 KB: L2).
+// while it meets every column block of the B panel (up to 512 columns, 512 KB: L2; one panel for every vit linear).
 constexpr int kKc = 256, kNc = 512;
 
 // Packers for row-major pair-word operands (A [M][lda], B [KP][ldb], ldb a multiple of 16):

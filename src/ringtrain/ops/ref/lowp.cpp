@@ -193,7 +193,7 @@ const char* precision_path(IsaLevel level, Precision p) {
   if (p == Precision::Fp32) return "fp32 arithmetic";
   if (p == Precision::Fp16) return "operands rounded to fp16, fp32 arithmetic (the fp32 kernels)";
   if (level == IsaLevel::Avx512 && amx_enabled())
-    return "AMX tiles (tdpbf16ps): linears, convs but the depthwise ones; LeNet's fused convs vdpbf16ps; the rest: "
+    return "AMX tiles (tdpbf16ps): linears, convs but the depthwise ones; the rest (LeNet's fused convs included): "
            "rounded operands, fp32 kernels";
   if (level == IsaLevel::Avx512 && cpu_has_avx512_bf16())
     return "vdpbf16ps: convs but the depthwise ones, linears; the rest: rounded operands, fp32 kernels";
