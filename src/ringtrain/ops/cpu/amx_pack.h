@@ -10,19 +10,22 @@ namespace ringtrain::ops::cpu::amx {
 
 using R = __m512;
 
-inline __mmask16 first(int n) { return n >= kTile ? __mmask16(0xFFFF) : __mmask16((1u << std::max(n, 0)) - 1u); }
-
 // The first n (<= 32) of the 32 floats at p (zeros after them) as 16 pair words, in order.
 inline __m512i pairs32(const float* p, int n) {
   const R lo = _mm512_maskz_loadu_ps(first(n), p), hi = _mm512_maskz_loadu_ps(first(n - kTile), p + kTile);
   return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
-// 16 pair words (bf16(a_i), bf16(b_i)).
-inline __m512i pair_words(R a, R b) {
-  const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // words 0..15: a, 16..31: b
+// [a_0 .. a_15, b_0 .. b_15] (16-bit words) -> 16 pair words (a_i, b_i).
+inline __m512i interleave_words(__m512i both) {
   const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
                                        21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   return _mm512_permutexvar_epi16(idx, both);
+}
+// 16 pair words (bf16(a_i), bf16(b_i)).
+inline __m512i pair_words(R a, R b) { return interleave_words((__m512i)_mm512_cvtne2ps_pbh(b, a)); }
+// 16 pair words from two runs of 16 bf16 values.
+inline __m512i pair_words(__m256i a, __m256i b) {
+  return interleave_words(_mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1));
 }
 inline void store_row(uint32_t* d, __m512i v) { _mm512_store_si512(d, v); }
 inline void store_row(uint32_t* d, R v) { _mm512_store_ps(reinterpret_cast<float*>(d), v); }
@@ -61,6 +64,12 @@ void pack_rows_transposed(uint32_t* dst, At at, int M, int K, int m0, int slabs,
       for (int r = 0; r < kTile; ++r) store_row(d + r * kTile, v[r]);
     }
 }
+// Row j's 16 values at columns c0 .. (mask mc), or zeros when j is not one of the `rows` rows or `in` is false.
+template <class Row>
+inline R row_values(Row row, int j, int rows, bool in, int c0, __mmask16 mc) {
+  return in && j < rows ? _mm512_maskz_loadu_ps(mc, row(j) + c0) : _mm512_setzero_ps();
+}
+
 // Tiles of pairs of source rows: tile row r = pair kp = k0 + 16 st + r, word i = (row(2 kp)[c], row(2 kp + 1)[c])
 // for the 16 columns c = n0 + 16 sl + i (zero from row `rows` and column `cols` on; row(j): row j's address).
 template <class Row>
@@ -73,8 +82,7 @@ void pack_row_pairs(uint32_t* dst, Row row, int rows, int cols, int n0, int slab
       for (int r = 0; r < kTile; ++r) {
         const int kp = k0 + st * kTile + r, j = 2 * kp;
         const bool in = kp < k0 + kc;
-        const R a = in && j < rows ? _mm512_maskz_loadu_ps(mc, row(j) + c0) : _mm512_setzero_ps();
-        const R b = in && j + 1 < rows ? _mm512_maskz_loadu_ps(mc, row(j + 1) + c0) : _mm512_setzero_ps();
+        const R a = row_values(row, j, rows, in, c0, mc), b = row_values(row, j + 1, rows, in, c0, mc);
         store_row(dst + (std::size_t(sl) * steps + st) * kTileWords + r * kTile, pair_words(a, b));
       }
   }
@@ -98,8 +106,7 @@ void pack_row_pairs_transposed(uint32_t* dst, Row row, int rows, int cols, int m
       for (int i = 0; i < kTile; ++i) {
         const int kp = k0 + st * kTile + i, j = 2 * kp;
         const bool in = kp < k0 + kc;
-        const R a = in && j < rows ? _mm512_maskz_loadu_ps(mc, row(j) + c0) : _mm512_setzero_ps();
-        const R b = in && j + 1 < rows ? _mm512_maskz_loadu_ps(mc, row(j + 1) + c0) : _mm512_setzero_ps();
+        const R a = row_values(row, j, rows, in, c0, mc), b = row_values(row, j + 1, rows, in, c0, mc);
         v[i] = _mm512_castsi512_ps(pair_words(a, b));  // column kp of the tile: 16 source columns
         if (sums && in && j < rows) sum = _mm512_add_ps(sum, round_r(a));
         if (sums && in && j + 1 < rows) sum = _mm512_add_ps(sum, round_r(b));
@@ -111,6 +118,5 @@ void pack_row_pairs_transposed(uint32_t* dst, Row row, int rows, int cols, int m
     if (sums) _mm512_mask_storeu_ps(sums + c0, mc, sum);
   }
 }
-
 
 }  // namespace ringtrain::ops::cpu::amx

@@ -4,7 +4,7 @@
 //
 // Tiles: tmm0-3 hold a 32 x 32 block of C as 2 x 2 tiles of 16 x 16 fp32, tmm4-5 two 16-row slabs of A
 // (16 pair words = 32 bf16 a row), tmm6-7 two 16-column slabs of B (16 pair rows). Each step of 16 pair
-// words loads 4 tiles and issues 4 tdpbf16ps. BLIS-style blocking: columns in panels of 256, the reduction
+// words loads 4 tiles and issues 4 tdpbf16ps. BLIS-style blocking: columns in panels of 512, the reduction
 // in chunks of 256 pair words; each panel's chunk of B is packed once into contiguous 1 KB tiles (L2), each
 // 32-row block's chunk of A into the same (32 KB: L1) and meets the whole panel. The packers zero-pad past
 // M, N and KP, so no tile reads outside the operands; C tiles that cross row M or column N go through a
@@ -109,10 +109,13 @@ inline void finish_tile(int t, const TileIo& io, float* buf) {
 // M, N and KP.
 constexpr std::size_t kTileWords = kTile * kTile;
 
+// The first n lanes of 16 (none for n <= 0, all for n >= 16).
+inline __mmask16 first(int n) { return n >= kTile ? __mmask16(0xFFFF) : __mmask16((1u << std::max(n, 0)) - 1u); }
+inline int round_up(int n, int m) { return (n + m - 1) / m * m; }
+
 // 16 words src -> dst, or only the first n (zeros after them).
 inline void copy_row(uint32_t* dst, const uint32_t* src, int n) {
-  const __mmask16 m = n >= kTile ? __mmask16(0xFFFF) : __mmask16((1u << std::max(n, 0)) - 1u);
-  _mm512_store_si512(dst, _mm512_maskz_loadu_epi32(m, src));
+  _mm512_store_si512(dst, _mm512_maskz_loadu_epi32(first(n), src));
 }
 // One block of MT x NT tiles (MT, NT in 1..2) at rows m0, columns n0 over one K chunk: A's slabs at a, B's at
 // b (consecutive slabs `steps` tiles apart).
@@ -191,7 +194,7 @@ void run(const Output& g, int KP, PackA&& pack_a, PackB&& pack_b) {
   configure_tiles();
   uint32_t* bp = pack_buffer(0, std::size_t(kNc / kTile) * (kKc / kTile) * kTileWords);
   uint32_t* ap = pack_buffer(1, std::size_t(2) * (kKc / kTile) * kTileWords);
-  const int ncols = (g.N + kTile - 1) / kTile * kTile;
+  const int ncols = round_up(g.N, kTile);
   for (int n0 = 0; n0 < ncols; n0 += kNc) {
     const int nc = std::min(kNc, ncols - n0), nslabs = nc / kTile;
     for (int k0 = 0; k0 < std::max(KP, 1); k0 += kKc) {

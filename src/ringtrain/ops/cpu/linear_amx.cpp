@@ -21,29 +21,22 @@ namespace {
 
 using namespace amx;
 
-// out [n] = the pairwise tree of parts [chunks][n] as tp_reduction's tree_sum adds it ((p0 + p1) + (p2 + p3)
-// for 4, p0 + p1 for 2, strides doubling otherwise), + bias[o] (O floats a row; null: none) after it.
+// out [n] = the pairwise tree of parts [chunks][n] as tp_reduction's tree_sum adds it (strides doubling:
+// ((p0 + p1) + (p2 + p3)) + ...), + bias[o] (O floats a row; null: none) after it. For more chunks than
+// chunk_tree_gemm below fuses.
 void chunk_tree(float* out, float* parts, int chunks, std::size_t n, const float* bias, int O) {
-  if (chunks != 2 && chunks != 4)
-    for (int stride = 1; stride < chunks; stride *= 2)
-      for (int c = 0; c + stride < chunks; c += 2 * stride) {
-        float* a = parts + std::size_t(c) * n;
-        const float* b = parts + std::size_t(c + stride) * n;
-        for (std::size_t i = 0; i < n; ++i) a[i] += b[i];
-      }
-  const float *p0 = parts, *p1 = parts + n, *p2 = parts + 2 * n, *p3 = parts + 3 * n;
+  for (int stride = 1; stride < chunks; stride *= 2)
+    for (int c = 0; c + stride < chunks; c += 2 * stride) {
+      float* a = parts + std::size_t(c) * n;
+      const float* b = parts + std::size_t(c + stride) * n;
+      for (std::size_t i = 0; i < n; ++i) a[i] += b[i];
+    }
   for (std::size_t r = 0; r < n / O; ++r)
     for (int o0 = 0; o0 < O; o0 += kTile) {
       const __mmask16 m = first(O - o0);
       const std::size_t i = r * O + o0;
-      R t = _mm512_maskz_loadu_ps(m, p0 + i);
-      if (chunks == 4)
-        t = _mm512_add_ps(_mm512_add_ps(t, _mm512_maskz_loadu_ps(m, p1 + i)),
-                          _mm512_add_ps(_mm512_maskz_loadu_ps(m, p2 + i), _mm512_maskz_loadu_ps(m, p3 + i)));
-      else if (chunks == 2)
-        t = _mm512_add_ps(t, _mm512_maskz_loadu_ps(m, p1 + i));
-      if (bias) t = _mm512_add_ps(t, _mm512_maskz_loadu_ps(m, bias + o0));
-      _mm512_mask_storeu_ps(out + i, m, t);
+      const R t = _mm512_maskz_loadu_ps(m, parts + i);
+      _mm512_mask_storeu_ps(out + i, m, bias ? _mm512_add_ps(t, _mm512_maskz_loadu_ps(m, bias + o0)) : t);
     }
 }
 

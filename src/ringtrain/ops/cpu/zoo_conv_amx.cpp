@@ -33,8 +33,6 @@ using namespace amx;
 
 constexpr int kMaxTaps = 64;
 
-inline int round_up(int n, int m) { return (n + m - 1) / m * m; }
-
 // The geometry: the live taps and the channels-last copy's extents (in bf16 values).
 struct Geo {
   int N, C, H, W, K, R, S, st, pad, P, Q, PQ, M, Hp, Wp, Cp;
@@ -75,18 +73,12 @@ struct WeightView {
 // Per-thread scratch by slot; grows on the first step only.
 template <class T>
 T* scratch(int slot, std::size_t n) {
-  thread_local AlignedBuffer<float> buf[5];
+  thread_local AlignedBuffer<float> buf[4];  // slots 0-3
   const std::size_t floats = (n * sizeof(T) + sizeof(float) - 1) / sizeof(float);
   if (buf[slot].size() < floats) buf[slot].resize(floats + floats / 4);
   return reinterpret_cast<T*>(buf[slot].data());
 }
 
-// 16 pair words from two runs of 16 bf16 values.
-inline __m512i pair_words_h(__m256i a, __m256i b) {
-  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  return _mm512_permutexvar_epi16(idx, _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1));
-}
 inline R widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 
 // Xh <- x (NCHW fp32), 16 channels x 16 pixels at a time through a register transpose.
@@ -326,7 +318,7 @@ void amx_conv_backward_weight(float* dweight, float* dbias, const float* dout, c
                 const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + base[m] + tap));
                 const __m256i b = m + 1 < g.M ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + base[m + 1] + tap))
                                               : _mm256_setzero_si256();
-                v = pair_words_h(a, b);
+                v = pair_words(a, b);
               }
               _mm512_store_si512(dst + (std::size_t(sl) * steps + st) * kTileWords + r * kTile, v);
             }
