@@ -15,6 +15,17 @@ struct VecAvx2 {
   static R set1(float x) { return _mm256_set1_ps(x); }
   static R load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, R v) { _mm256_storeu_ps(p, v); }
+  // p[0], p[stride], ..., p[7 * stride] (a column of a row-major matrix), and the store back into one (AVX2
+  // has no scatter: eight stores).
+  static R gather_stride(const float* p, int stride) {
+    return _mm256_i32gather_ps(p, _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride)),
+                               4);
+  }
+  static void scatter_stride(float* p, int stride, R v) {
+    alignas(32) float t[8];
+    _mm256_store_ps(t, v);
+    for (int i = 0; i < 8; ++i) p[std::ptrdiff_t(i) * stride] = t[i];
+  }
   static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
   static R add(R a, R b) { return _mm256_add_ps(a, b); }
   static R mul(R a, R b) { return _mm256_mul_ps(a, b); }

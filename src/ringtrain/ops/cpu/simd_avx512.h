@@ -22,6 +22,18 @@ struct VecAvx512 {
   static R set1(float x) { return _mm512_set1_ps(x); }
   static R load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, R v) { _mm512_storeu_ps(p, v); }
+  // p[0], p[stride], ..., p[15 * stride] (a column of a row-major matrix), and the store back into one.
+  static R gather_stride(const float* p, int stride) {
+    return _mm512_i32gather_ps(_mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                  _mm512_set1_epi32(stride)),
+                               p, 4);
+  }
+  static void scatter_stride(float* p, int stride, R v) {
+    _mm512_i32scatter_ps(p,
+                         _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(stride)),
+                         v, 4);
+  }
   static R fma(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
   static R add(R a, R b) { return _mm512_add_ps(a, b); }
   static R mul(R a, R b) { return _mm512_mul_ps(a, b); }

@@ -14,6 +14,8 @@ struct VecScalar {
   static R set1(float x) { return x; }
   static R load(const float* p) { return *p; }
   static void store(float* p, R v) { *p = v; }
+  static R gather_stride(const float* p, int) { return *p; }  // a column of a row-major matrix: one lane
+  static void scatter_stride(float* p, int, R v) { *p = v; }
   static R fma(R a, R b, R c) { return a * b + c; }
   static R add(R a, R b) { return a + b; }
   static R mul(R a, R b) { return a * b; }
