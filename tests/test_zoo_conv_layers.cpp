@@ -1,6 +1,7 @@
 // The zoo's convolution and pooling layers: Conv2d with groups / without bias (parameter names, shapes,
 // fan-in, PyTorch's Init), MaxPool2d with stride and padding, AdaptiveAvgPool2d; a small chain of them
-// run on 1 and 2 threads (Model::set_threads); steps allocate nothing after the first.
+// run on 1 and 2 threads (Model::set_threads); convs whose weight gradient the threads split by output
+// channels (Conv2d::weight_grad_by_outputs) on 1, 2 and 3 threads; steps allocate nothing after the first.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "ringtrain/core/error.h"
 #include "ringtrain/core/rng.h"
 #include "ringtrain/nn/activation.h"
+#include "ringtrain/nn/batch_norm.h"
 #include "ringtrain/nn/conv2d.h"
 #include "ringtrain/nn/linear.h"
 #include "ringtrain/nn/model.h"
@@ -130,6 +132,64 @@ TEST(ZooConvLayers, OneAndTwoThreads) {
             // test_zoo_conv_kernels.
             EXPECT_NEAR(a, b, 1e-4 * largest) << "element " << i;
           }
+        }
+      }
+    }
+  }
+}
+
+// Two convs with weights larger than their batch's input, each followed by batch norm (a whole-batch layer),
+// so each heads a sliced run and the threads split its weight gradient by output channels: the first reads
+// the model's input (no input gradient), the second has 96 output channels (parts of 64 and 32 on 2 threads,
+// 32 each on 3).
+std::unique_ptr<Model> by_outputs_chain() {
+  LayerList layers;
+  layers.push_back(std::make_unique<Conv2d>("head", 64, 80, 3, 1, 1, 1, false));
+  layers.push_back(std::make_unique<BatchNorm2d>("bn1", 80));
+  layers.push_back(std::make_unique<ReLU>("relu"));
+  layers.push_back(std::make_unique<Conv2d>("tail", 80, 96, 3, 1, 1));
+  layers.push_back(std::make_unique<BatchNorm2d>("bn2", 96));
+  layers.push_back(std::make_unique<AdaptiveAvgPool2d>("gap"));
+  layers.push_back(std::make_unique<Linear>("fc", 96, 10));
+  return std::make_unique<Model>(Shape{64, 2, 2}, std::move(layers));
+}
+
+TEST(ZooConvLayers, WeightGradientSplitByOutputChannels) {
+  for (ops::IsaLevel level : ops::supported_isas()) {
+    SCOPED_TRACE(ops::isa_name(level));
+    const ops::KernelTable& k = ops::kernels_for(level);
+    for (int N : {17, 40}) {
+      SCOPED_TRACE("batch " + std::to_string(N));
+      auto run = [&](int threads) {
+        auto m = by_outputs_chain();
+        m->init_parameters(6);
+        m->set_threads(threads);
+        m->reserve(N);
+        if (threads > 1) {
+          EXPECT_TRUE(m->layers()[0]->weight_grad_by_outputs(N, threads));
+          EXPECT_TRUE(m->layers()[3]->weight_grad_by_outputs(N, threads));
+        }
+        Rng rng(8);
+        std::vector<float> x(std::size_t(N) * 256), dl(std::size_t(N) * 10);
+        for (auto& v : x) v = rng.uniform(-1.0f, 1.0f);
+        for (auto& v : dl) v = rng.uniform(-1.0f, 1.0f);
+        std::fill_n(m->params().grads(), m->params().size(), NAN);
+        m->forward(k, x.data(), N);
+        m->backward(k, x.data(), dl.data(), N);
+        return std::vector<float>(m->params().grads(), m->params().grads() + m->params().size());
+      };
+      const std::vector<float> one = run(1), two = run(2), again = run(2), three = run(3);
+      // (memcmp: the padding between tensors stays NaN, which == would call different)
+      EXPECT_EQ(0, std::memcmp(two.data(), again.data(), two.size() * sizeof(float))) << "two 2-thread runs differ";
+      auto m = by_outputs_chain();
+      for (const ParamView& v : m->params().views()) {
+        SCOPED_TRACE(v.name);
+        double largest = 0.0;
+        for (std::size_t i = 0; i < v.numel; ++i) largest = std::max(largest, double(std::fabs(one[v.offset + i])));
+        for (std::size_t i = 0; i < v.numel; ++i) {
+          ASSERT_FALSE(std::isnan(two[v.offset + i]) || std::isnan(three[v.offset + i])) << "element " << i;
+          EXPECT_NEAR(two[v.offset + i], one[v.offset + i], 1e-4 * largest) << "element " << i;
+          EXPECT_NEAR(three[v.offset + i], one[v.offset + i], 1e-4 * largest) << "element " << i;
         }
       }
     }

@@ -28,6 +28,9 @@ constexpr int kSliceAlign = 16;
 // One thread's share of a batch: samples [n0, n1) of N, processed by thread t (Model::set_threads).
 struct Slice {
   int N, n0, n1, t;
+  // backward_slice computes the input gradient only: the weight gradient comes from backward_weight_part
+  // (the model's split by output channels, Layer::weight_grad_by_outputs).
+  bool data_only = false;
   int size() const { return n1 - n0; }
   bool empty() const { return n1 <= n0; }
 };
@@ -114,6 +117,17 @@ class Layer {
   virtual void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s);
   virtual void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
                               const float* dout, float* din, const Slice& s);
+  // A layer with large weights on small maps (resnet18's late convs) may have its weight gradient computed over
+  // the whole batch, split by output channels, rather than per sample slice into partials that are then
+  // summed: no T copies of the gradient to write and add, and the same bits as one thread. The model asks
+  // only where the layer's output gradient is complete for every sample when its backward starts (the layer
+  // heads a sliced run: above it are whole-batch layers or the loss); where the answer is yes, every thread
+  // calls backward_slice with Slice::data_only and then backward_weight_part with its part.
+  virtual bool weight_grad_by_outputs(int N, int T) const { return false; }
+  // Part `part` of `parts` of the weight gradients (straight into the ParameterSet's), over all N samples:
+  // in and dout are the whole batch's.
+  virtual void backward_weight_part(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* dout,
+                                    int N, int part, int parts) {}
   // Adds the slots of slices 1..T-1 into the ParameterSet's gradients, in slice order: part `part` of
   // `parts` of the elements (the model splits a large layer's sum over its threads; same bits). The
   // default sums the slots grad_slot() handed out; layers with their own partial buffers override it.

@@ -381,6 +381,22 @@ void Model::backward(const ops::KernelTable& k, const float* x, const float* dlo
       auto [n0, n1] = slice_of(N, T, t, kSliceAlign);
       const Slice s{N, n0, n1, t};
       for (std::size_t i = b; i-- > a;) {
+        // The run's first layer has its output gradient complete for every sample (the layers above it ran
+        // before this run): it may split its weight gradient by output channels instead of by samples.
+        const bool by_outputs = i + 1 == b && layers_[i]->weight_grad_by_outputs(N, T);
+        if (by_outputs) {
+          Slice data = s;
+          data.data_only = true;
+          backward_node(k, i, x, dlogits, data, true);
+          const int out_v = int(i) + 1;
+          const float* dout = std::size_t(out_v) + 1 == shapes_.size() ? dlogits : grad(out_v, 0);
+          layers_[i]->backward_weight_part(k, *params_, act(inputs_[i][0], x, 0), dout, N, t, T);
+          done_[i].fetch_add(1, std::memory_order_acq_rel);
+          if (t > 0) continue;  // workers go on; the caller calls the hook once every part is in
+          spin_until_at_least(done_[i], T);
+          if (on_grads_ready) on_grads_ready(*layers_[i]);
+          continue;
+        }
         backward_node(k, i, x, dlogits, s, true);
         if (layers_[i]->param_indices().empty()) {
           if (t == 0 && on_grads_ready) on_grads_ready(*layers_[i]);
