@@ -1,7 +1,7 @@
 // The zoo's convolution and pooling layers: Conv2d with groups / without bias (parameter names, shapes,
 // fan-in, PyTorch's Init), MaxPool2d with stride and padding, AdaptiveAvgPool2d; a small chain of them
 // run on 1 and 2 threads (Model::set_threads); convs whose weight gradient the threads split by output
-// channels (Conv2d::weight_grad_by_outputs) on 1, 2 and 3 threads; steps allocate nothing after the first.
+// channels (Conv2d::splits_by_outputs) on 1, 2 and 3 threads; steps allocate nothing after the first.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -160,25 +160,30 @@ TEST(ZooConvLayers, WeightGradientSplitByOutputChannels) {
     const ops::KernelTable& k = ops::kernels_for(level);
     for (int N : {17, 40}) {
       SCOPED_TRACE("batch " + std::to_string(N));
+      std::vector<float> logits_of[4];
       auto run = [&](int threads) {
         auto m = by_outputs_chain();
         m->init_parameters(6);
         m->set_threads(threads);
         m->reserve(N);
         if (threads > 1) {
-          EXPECT_TRUE(m->layers()[0]->weight_grad_by_outputs(N, threads));
-          EXPECT_TRUE(m->layers()[3]->weight_grad_by_outputs(N, threads));
+          EXPECT_TRUE(m->layers()[0]->splits_by_outputs(N, threads));
+          EXPECT_TRUE(m->layers()[3]->splits_by_outputs(N, threads));
         }
         Rng rng(8);
         std::vector<float> x(std::size_t(N) * 256), dl(std::size_t(N) * 10);
         for (auto& v : x) v = rng.uniform(-1.0f, 1.0f);
         for (auto& v : dl) v = rng.uniform(-1.0f, 1.0f);
         std::fill_n(m->params().grads(), m->params().size(), NAN);
-        m->forward(k, x.data(), N);
+        const float* logits = m->forward(k, x.data(), N);
+        logits_of[threads].assign(logits, logits + dl.size());
         m->backward(k, x.data(), dl.data(), N);
         return std::vector<float>(m->params().grads(), m->params().grads() + m->params().size());
       };
       const std::vector<float> one = run(1), two = run(2), again = run(2), three = run(3);
+      // Each output channel's sums are the same on any split (the convs' channels and batch norm's alike).
+      EXPECT_EQ(logits_of[1], logits_of[2]);
+      EXPECT_EQ(logits_of[1], logits_of[3]);
       // (memcmp: the padding between tensors stays NaN, which == would call different)
       EXPECT_EQ(0, std::memcmp(two.data(), again.data(), two.size() * sizeof(float))) << "two 2-thread runs differ";
       auto m = by_outputs_chain();

@@ -87,7 +87,7 @@ std::pair<int, int> Conv2d::channels_of(int part, int parts) const {
   return slice_of(shape_.K, parts, part, kPartChannels);
 }
 
-bool Conv2d::weight_grad_by_outputs(int N, int T) const {
+bool Conv2d::splits_by_outputs(int N, int T) const {
   const double weight = double(shape_.K) * shape_.Cg() * shape_.R * shape_.S;
   const double input = double(N) * shape_.C * shape_.H * shape_.W;
   return T > 1 && T == threads() && N <= reserved_batch_ && shape_.groups == 1 && shape_.K >= 2 * kPartChannels &&
@@ -96,13 +96,26 @@ bool Conv2d::weight_grad_by_outputs(int N, int T) const {
 
 void Conv2d::reserve(int max_batch) {
   reserved_batch_ = max_batch;
-  part_dout_.clear();
+  part_buffer_.clear();
   if (threads() <= 1) return;
-  part_dout_.resize(std::size_t(threads()));
+  part_buffer_.resize(std::size_t(threads()));
   for (int t = 0; t < threads(); ++t) {
     const auto [k0, k1] = channels_of(t, threads());
-    part_dout_[std::size_t(t)].resize(std::size_t(max_batch) * (k1 - k0) * shape_.P() * shape_.Q());
+    part_buffer_[std::size_t(t)].resize(std::size_t(max_batch) * (k1 - k0) * shape_.P() * shape_.Q());
   }
+}
+
+void Conv2d::forward_part(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N, int part,
+                          int parts) {
+  const auto [k0, k1] = channels_of(part, parts);
+  if (k1 <= k0) return;
+  const std::size_t PQ = std::size_t(shape_.P()) * shape_.Q(), kt = std::size_t(k1 - k0);
+  float* o = part_buffer_[std::size_t(part)].data();
+  ops::Conv2dShape s = shape(N);
+  s.K = k1 - k0;
+  k.conv2d_forward(o, in, p.param(param_indices_[0]) + std::size_t(k0) * shape_.Cg() * shape_.R * shape_.S,
+                   bias_ ? p.param(param_indices_[1]) + k0 : nullptr, s);
+  for (int n = 0; n < N; ++n) std::copy_n(o + n * kt * PQ, kt * PQ, out + (std::size_t(n) * shape_.K + k0) * PQ);
 }
 
 void Conv2d::backward_weight_part(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* dout,
@@ -110,7 +123,7 @@ void Conv2d::backward_weight_part(const ops::KernelTable& k, ParameterSet& p, co
   const auto [k0, k1] = channels_of(part, parts);
   if (k1 <= k0) return;
   const std::size_t PQ = std::size_t(shape_.P()) * shape_.Q(), kt = std::size_t(k1 - k0);
-  float* d = part_dout_[std::size_t(part)].data();
+  float* d = part_buffer_[std::size_t(part)].data();
   for (int n = 0; n < N; ++n)
     std::copy_n(dout + (std::size_t(n) * shape_.K + k0) * PQ, kt * PQ, d + n * kt * PQ);
   ops::Conv2dShape s = shape(N);

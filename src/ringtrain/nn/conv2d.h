@@ -43,8 +43,10 @@ class Conv2d : public Layer {
   void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
                       float* din, const Slice& s) override;
   // By output channels when the weight is at least the batch's input over T (resnet18 from layer2's 3x3 convs
-  // on: the partials' sum would move more than the split reads twice), groups 1, K >= 2 blocks a part.
-  bool weight_grad_by_outputs(int N, int T) const override;
+  // on: the partials' sum would move more than reading the input once a part), groups 1, K >= 2 blocks.
+  bool splits_by_outputs(int N, int T) const override;
+  void forward_part(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N, int part,
+                    int parts) override;
   void backward_weight_part(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* dout, int N,
                             int part, int parts) override;
   void reserve(int max_batch) override;
@@ -55,8 +57,9 @@ class Conv2d : public Layer {
   // Output channels [k0, k1) of part `part` (whole 32-channel blocks: a vector block on every ISA).
   std::pair<int, int> channels_of(int part, int parts) const;
   ops::Conv2dShape shape_;
-  // Per part: its output channels' dout, [N][k1 - k0][P*Q] (the kernels take whole samples).
-  std::vector<AlignedBuffer<float>> part_dout_;
+  // Per part: its output channels' out (forward) or dout (backward), [N][k1 - k0][P*Q]: the kernels take
+  // whole samples.
+  std::vector<AlignedBuffer<float>> part_buffer_;
   int reserved_batch_ = 0;
   bool bias_;
   Init weight_init_, bias_init_;

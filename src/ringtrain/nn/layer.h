@@ -29,7 +29,7 @@ constexpr int kSliceAlign = 16;
 struct Slice {
   int N, n0, n1, t;
   // backward_slice computes the input gradient only: the weight gradient comes from backward_weight_part
-  // (the model's split by output channels, Layer::weight_grad_by_outputs).
+  // (the model's split by output channels, Layer::splits_by_outputs).
   bool data_only = false;
   int size() const { return n1 - n0; }
   bool empty() const { return n1 <= n0; }
@@ -117,13 +117,18 @@ class Layer {
   virtual void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s);
   virtual void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
                               const float* dout, float* din, const Slice& s);
-  // A layer with large weights on small maps (resnet18's late convs) may have its weight gradient computed over
-  // the whole batch, split by output channels, rather than per sample slice into partials that are then
-  // summed: no T copies of the gradient to write and add, and the same bits as one thread. The model asks
-  // only where the layer's output gradient is complete for every sample when its backward starts (the layer
-  // heads a sliced run: above it are whole-batch layers or the loss); where the answer is yes, every thread
-  // calls backward_slice with Slice::data_only and then backward_weight_part with its part.
-  virtual bool weight_grad_by_outputs(int N, int T) const { return false; }
+  // A layer with large weights on small maps (resnet18's late convs) may run split by output channels over the
+  // whole batch rather than by sample slices: each thread packs and reads only its part of the weight, and
+  // the weight gradient needs no per-thread partials to write and add (the same bits as one thread). The
+  // model asks only for the last layer of a sliced run (a whole-batch layer or the loss follows it, so in
+  // backward its output gradient is complete for every sample when it starts); where the answer is yes, it
+  // runs the layer's forward alone after the rest of the run (forward_part on every thread, the input being
+  // complete by then), and in backward every thread calls backward_slice with Slice::data_only (the input
+  // gradient, per slice) and then backward_weight_part.
+  virtual bool splits_by_outputs(int N, int T) const { return false; }
+  // Part `part` of `parts` of the forward over all N samples (in and out: the whole batch's).
+  virtual void forward_part(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N, int part,
+                            int parts) {}
   // Part `part` of `parts` of the weight gradients (straight into the ParameterSet's), over all N samples:
   // in and dout are the whole batch's.
   virtual void backward_weight_part(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* dout,

@@ -333,14 +333,26 @@ const float* Model::forward(const ops::KernelTable& k, const float* x, int N, co
     }
     std::size_t b = a;
     while (b < layers_.size() && !layers_[b]->needs_whole_batch()) ++b;
-    pool_->run([&](int t) {
-      auto [n0, n1] = slice_of(N, T, t, kSliceAlign);
-      const Slice s{N, n0, n1, t};
-      for (std::size_t i = a; i < b; ++i) {
-        forward_node(k, i, x, s, true);
-        if (t == 0 && after_node) after_node();
-      }
-    });
+    // A last layer that splits by output channels (Layer::splits_by_outputs) runs once the rest of the run is
+    // done, every thread on its channels of the whole batch.
+    const bool by_outputs = layers_[b - 1]->splits_by_outputs(N, T);
+    const std::size_t sliced_end = by_outputs ? b - 1 : b;
+    if (a < sliced_end)
+      pool_->run([&](int t) {
+        auto [n0, n1] = slice_of(N, T, t, kSliceAlign);
+        const Slice s{N, n0, n1, t};
+        for (std::size_t i = a; i < sliced_end; ++i) {
+          forward_node(k, i, x, s, true);
+          if (t == 0 && after_node) after_node();
+        }
+      });
+    if (by_outputs) {
+      const std::size_t i = b - 1;
+      pool_->run([&](int t) {
+        layers_[i]->forward_part(k, *params_, act(inputs_[i][0], x, 0), acts_[i + 1].data(), N, t, T);
+      });
+      if (after_node) after_node();
+    }
     a = b;
   }
   return acts_.back().data();
@@ -383,7 +395,7 @@ void Model::backward(const ops::KernelTable& k, const float* x, const float* dlo
       for (std::size_t i = b; i-- > a;) {
         // The run's first layer has its output gradient complete for every sample (the layers above it ran
         // before this run): it may split its weight gradient by output channels instead of by samples.
-        const bool by_outputs = i + 1 == b && layers_[i]->weight_grad_by_outputs(N, T);
+        const bool by_outputs = i + 1 == b && layers_[i]->splits_by_outputs(N, T);
         if (by_outputs) {
           Slice data = s;
           data.data_only = true;
