@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # One process, `--threads 2` against one thread (issue 14, acceptance 6: >= 1.8x for resnet18 and vit):
-# `ringtrain train` at batch 64, fp32, RUNS runs of each thread count alternating (1, 2, 1, ...) so load
+# `ringtrain train` at batch 64, PRECISION (default fp32), RUNS runs of each thread count alternating (1, 2, 1, ...) so load
 # changes on a shared machine hit both alike; the medians of the trainer's own "trained N steps ... samples/s"
 # (the whole step: loader, forward, backward, optimizer; the first step included) and their ratio. Nothing
 # is pinned: the two-thread run needs both cores. Each run holds $LOCK (flock), as zoo_bf16.sh's do.
-#   bench/zoo_threads.sh [build-dir]    RUNS=5 MODELS="resnet18 mobilenet_v2 vit" STEPS=100 DATA=digits
+#   bench/zoo_threads.sh [build-dir]    RUNS=5 MODELS="resnet18 mobilenet_v2 vit" STEPS=100 DATA=digits PRECISION=fp32
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"  # BUILD, MODELS, DATA; median, train_rate
 RUNS=${RUNS:-5}
 STEPS=${STEPS:-100}
+PRECISION=${PRECISION:-fp32}
 LOCK=${LOCK:-/tmp/ringtrain-timing.lock}
 PIN=(flock "$LOCK")
-echo "== $(cpu_model), $(nproc) cores, $("$BUILD/ringtrain" --version | head -1)"
+echo "== $(cpu_model), $(nproc) cores, $("$BUILD/ringtrain" --version | head -1), $PRECISION"
 for m in $MODELS; do
   declare -A got=([1]="" [2]="")
   for i in $(seq "$RUNS"); do
     for t in 1 2; do
-      got[$t]+="$(train_rate "$m" --threads "$t") "
+      got[$t]+="$(train_rate "$m" --threads "$t" --precision "$PRECISION") "
     done
   done
   one=$(printf '%s\n' ${got[1]} | median); two=$(printf '%s\n' ${got[2]} | median)
