@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ringtrain/core/error.h"
+#include "ringtrain/core/thread_pool.h"
 
 namespace ringtrain::nn {
 
@@ -77,9 +78,7 @@ void Conv2d::backward_slice(const ops::KernelTable& k, ParameterSet& p, const fl
   if (din) k.conv2d_backward_data(din, dout, p.param(param_indices_[0]), shape(s.size()));
 }
 
-}  // namespace ringtrain::nn
-
-namespace ringtrain::nn {
+// ---- split by output channels (--threads; Layer::splits_by_outputs) ----
 
 constexpr int kPartChannels = 32;
 

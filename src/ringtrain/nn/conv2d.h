@@ -1,13 +1,13 @@
 // Conv2d layer: weight [K,C/groups,R,S] and (optional) bias [K], stride, zero padding and groups (PyTorch's
 // nn.Conv2d; groups == in == out channels is a depthwise conv). Runs on slices of a batch
-// (Model::set_threads); per-slice weight gradients go to grad_slot() and are summed in slice order.
+// (Model::set_threads); per-slice weight gradients go to grad_slot() and are summed in slice order, except
+// where the threads split the conv by output channels instead (splits_by_outputs: large weights, small maps).
 #pragma once
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "ringtrain/core/aligned.h"
-#include "ringtrain/core/thread_pool.h"
 #include "ringtrain/nn/layer.h"
 #include "ringtrain/nn/partials.h"
 
