@@ -70,7 +70,7 @@ void Conv2d::backward_slice(const ops::KernelTable& k, ParameterSet& p, const fl
   float* dweight = grad_slot(p, 0, s);
   float* dbias = bias_ ? grad_slot(p, 1, s) : nullptr;
   if (s.empty()) {  // an empty slice still writes its slots
-    std::fill_n(dweight, std::size_t(shape_.K) * shape_.Cg() * shape_.R * shape_.S, 0.0f);
+    std::fill_n(dweight, std::size_t(shape_.K) * weight_per_channel(), 0.0f);
     if (dbias) std::fill_n(dbias, std::size_t(shape_.K), 0.0f);
     return;
   }
@@ -87,7 +87,7 @@ std::pair<int, int> Conv2d::channels_of(int part, int parts) const {
 }
 
 bool Conv2d::splits_by_outputs(int N, int T) const {
-  const double weight = double(shape_.K) * shape_.Cg() * shape_.R * shape_.S;
+  const double weight = double(shape_.K) * weight_per_channel();
   const double input = double(N) * shape_.C * shape_.H * shape_.W;
   return T > 1 && T == threads() && N <= reserved_batch_ && shape_.groups == 1 && shape_.K >= 2 * kPartChannels &&
          weight * T >= input;
@@ -104,32 +104,40 @@ void Conv2d::reserve(int max_batch) {
   }
 }
 
+Conv2d::Part Conv2d::part_of(int part, int parts, int N) {
+  const auto [k0, k1] = channels_of(part, parts);
+  Part p{k0, k1 - k0, shape(N), std::size_t(k0) * weight_per_channel(), part_buffer_[std::size_t(part)].data()};
+  p.shape.K = p.channels;
+  return p;
+}
+
+namespace {
+// Channels [k0, k0 + kt) of N samples between a tensor of K channels and a part's [N][kt][PQ] buffer.
+void copy_channels(float* dst, std::size_t dst_K, std::size_t dst_k0, const float* src, std::size_t src_K,
+                   std::size_t src_k0, std::size_t kt, int N, std::size_t PQ) {
+  for (int n = 0; n < N; ++n)
+    std::copy_n(src + (std::size_t(n) * src_K + src_k0) * PQ, kt * PQ, dst + (std::size_t(n) * dst_K + dst_k0) * PQ);
+}
+}  // namespace
+
 void Conv2d::forward_part(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N, int part,
                           int parts) {
-  const auto [k0, k1] = channels_of(part, parts);
-  if (k1 <= k0) return;
-  const std::size_t PQ = std::size_t(shape_.P()) * shape_.Q(), kt = std::size_t(k1 - k0);
-  float* o = part_buffer_[std::size_t(part)].data();
-  ops::Conv2dShape s = shape(N);
-  s.K = k1 - k0;
-  k.conv2d_forward(o, in, p.param(param_indices_[0]) + std::size_t(k0) * shape_.Cg() * shape_.R * shape_.S,
-                   bias_ ? p.param(param_indices_[1]) + k0 : nullptr, s);
-  for (int n = 0; n < N; ++n) std::copy_n(o + n * kt * PQ, kt * PQ, out + (std::size_t(n) * shape_.K + k0) * PQ);
+  const Part q = part_of(part, parts, N);
+  if (q.channels <= 0) return;
+  k.conv2d_forward(q.buffer, in, p.param(param_indices_[0]) + q.weight_offset,
+                   bias_ ? p.param(param_indices_[1]) + q.k0 : nullptr, q.shape);
+  const std::size_t PQ = std::size_t(shape_.P()) * shape_.Q();
+  copy_channels(out, shape_.K, q.k0, q.buffer, q.channels, 0, q.channels, N, PQ);
 }
 
 void Conv2d::backward_weight_part(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* dout,
                                   int N, int part, int parts) {
-  const auto [k0, k1] = channels_of(part, parts);
-  if (k1 <= k0) return;
-  const std::size_t PQ = std::size_t(shape_.P()) * shape_.Q(), kt = std::size_t(k1 - k0);
-  float* d = part_buffer_[std::size_t(part)].data();
-  for (int n = 0; n < N; ++n)
-    std::copy_n(dout + (std::size_t(n) * shape_.K + k0) * PQ, kt * PQ, d + n * kt * PQ);
-  ops::Conv2dShape s = shape(N);
-  s.K = k1 - k0;
-  float* dweight = p.grad(param_indices_[0]) + std::size_t(k0) * shape_.Cg() * shape_.R * shape_.S;
-  float* dbias = bias_ ? p.grad(param_indices_[1]) + k0 : nullptr;
-  k.conv2d_backward_weight(dweight, dbias, d, in, s);
+  const Part q = part_of(part, parts, N);
+  if (q.channels <= 0) return;
+  const std::size_t PQ = std::size_t(shape_.P()) * shape_.Q();
+  copy_channels(q.buffer, q.channels, 0, dout, shape_.K, q.k0, q.channels, N, PQ);
+  k.conv2d_backward_weight(p.grad(param_indices_[0]) + q.weight_offset,
+                           bias_ ? p.grad(param_indices_[1]) + q.k0 : nullptr, q.buffer, in, q.shape);
 }
 
 }  // namespace ringtrain::nn

@@ -56,6 +56,17 @@ class Conv2d : public Layer {
  private:
   // Output channels [k0, k1) of part `part` (whole 32-channel blocks: a vector block on every ISA).
   std::pair<int, int> channels_of(int part, int parts) const;
+  // One part of the split for a batch of N: its channels [k0, k0 + channels), the kernels' shape for them,
+  // where its output channels start in the weight, and its buffer.
+  struct Part {
+    int k0, channels;
+    ops::Conv2dShape shape;
+    std::size_t weight_offset;
+    float* buffer;
+  };
+  Part part_of(int part, int parts, int N);
+  // Floats of one output channel's weight (C/groups * R * S).
+  std::size_t weight_per_channel() const { return std::size_t(shape_.Cg()) * shape_.R * shape_.S; }
   ops::Conv2dShape shape_;
   // Per part: its output channels' out (forward) or dout (backward), [N][k1 - k0][P*Q]: the kernels take
   // whole samples.

@@ -247,6 +247,11 @@ const float* Model::act(int v, const float* x, int n0) const {
 
 float* Model::grad(int v, int n0) { return grads_[std::size_t(v)].data() + std::size_t(n0) * per_sample(v); }
 
+const float* Model::output_grad(std::size_t i, const float* dlogits, int n0) {
+  const int v = int(i) + 1;
+  return std::size_t(v) + 1 == shapes_.size() ? dlogits + std::size_t(n0) * per_sample(v) : grad(v, n0);
+}
+
 void Model::forward_node(const ops::KernelTable& k, std::size_t i, const float* x, const Slice& s, bool sliced) {
   Layer& layer = *layers_[i];
   float* out = acts_[i + 1].data() + std::size_t(s.n0) * per_sample(int(i) + 1);
@@ -269,8 +274,7 @@ void Model::backward_node(const ops::KernelTable& k, std::size_t i, const float*
   Layer& layer = *layers_[i];
   const int out_v = int(i) + 1;
   const float* out = act(out_v, x, s.n0);
-  const float* dout =
-      std::size_t(out_v) + 1 == shapes_.size() ? dlogits + std::size_t(s.n0) * per_sample(out_v) : grad(out_v, s.n0);
+  const float* dout = output_grad(i, dlogits, s.n0);
   // Each input's gradient goes straight into its value's buffer the first time backward reaches the
   // value; a value read again (fan-out) is written into a second buffer and added (in node order, so the
   // sum's order is fixed).
@@ -400,9 +404,7 @@ void Model::backward(const ops::KernelTable& k, const float* x, const float* dlo
           Slice data = s;
           data.data_only = true;
           backward_node(k, i, x, dlogits, data, true);
-          const int out_v = int(i) + 1;
-          const float* dout = std::size_t(out_v) + 1 == shapes_.size() ? dlogits : grad(out_v, 0);
-          layers_[i]->backward_weight_part(k, *params_, act(inputs_[i][0], x, 0), dout, N, t, T);
+          layers_[i]->backward_weight_part(k, *params_, act(inputs_[i][0], x, 0), output_grad(i, dlogits, 0), N, t, T);
           done_[i].fetch_add(1, std::memory_order_acq_rel);
           if (t > 0) continue;  // workers go on; the caller calls the hook once every part is in
           spin_until_at_least(done_[i], T);

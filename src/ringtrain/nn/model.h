@@ -144,6 +144,8 @@ class Model {
   // Pointers to sample s.n0 of value v's activation / gradient.
   const float* act(int v, const float* x, int n0) const;
   float* grad(int v, int n0);
+  // Sample n0 of node i's output gradient: the caller's dlogits for the last node, else the value's buffer.
+  const float* output_grad(std::size_t i, const float* dlogits, int n0);
   std::size_t per_sample(int v) const { return std::size_t(shape_numel(shapes_[std::size_t(v)])); }
 
   std::string name_;
