@@ -51,6 +51,7 @@ Conv2dShape conv(int N, int C, int H, int W, int K, int R, int stride, int pad, 
 std::vector<Shape> shapes() {
   return {{"resnet18 stem 1x28x28->64 k7s2", conv(3, 1, 28, 28, 64, 7, 2, 3)},
           {"resnet18 64x7x7->64 k3 (2 chunks)", conv(8, 64, 7, 7, 64, 3, 1, 1)},
+          {"resnet18 64x7x7->64 k3, batch 13 (sample-pair chunks of 12 and 1)", conv(13, 64, 7, 7, 64, 3, 1, 1)},
           {"resnet18 64x7x7->128 k3s2", conv(5, 64, 7, 7, 128, 3, 2, 1)},
           {"resnet18 64x7x7->128 k1s2", conv(4, 64, 7, 7, 128, 1, 2, 0)},
           {"resnet18 128x4x4->128 k3", conv(6, 128, 4, 4, 128, 3, 1, 1)},
