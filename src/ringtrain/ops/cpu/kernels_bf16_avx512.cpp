@@ -749,21 +749,40 @@ inline void gemm_tile_bf16(int KP, const u32a* A, std::size_t lda, const u32a* B
   }
 }
 
-// C [M][N] = bias row + A2 [M][KP] . B2 [KP][ldb].
+// C [M][N] (+)= (bias row) + A2 [M][KP] . B2 [KP][ldb] (B2 rows zero from N up to ldb, a multiple of L):
+// gemm_tile_bf16 over BLIS-style blocks. A sub-panel of B (KC pair rows x up to 48 words) is copied into a
+// contiguous 24 KB buffer, which then stays in L1 while every row tile of C goes by (B2's rows, ld words apart -
+// often a multiple of 512 bytes - fell into a few L1 sets: conflict misses, B read from L2). The bias (when not
+// accumulating) initialises the first panel's tiles. Column blocks are 3 vectors, but 4 remaining vectors go as
+// 2 + 2 (a 1-vector tile is broadcast-bound: 8 broadcasts for 8 dot products; the 1x1 maps' 64 columns).
 inline void gemm_bf16(int M, int N, int KP, const u32a* A, std::size_t lda, const u32a* Bm, std::size_t ldb, float* C,
-                      std::size_t ldc, const float* bias) {
-  constexpr int NW = Cfg::gemm_nv * L;
-  for (int n0 = 0; n0 < N; n0 += NW) {
-    const int ncols = std::min(NW, N - n0);
-    const int nv = (ncols + L - 1) / L;
-    auto row_blocks = [&]<int NV>() {
-      blocks<Cfg::gemm_mr>(M, [&]<int MR>(int m0) {
-        gemm_tile_bf16<MR, NV>(KP, A + m0 * lda, lda, Bm + n0, ldb, C + m0 * ldc + n0, ldc, ncols, bias ? bias + n0 : nullptr);
-      });
-    };
-    if (nv == 1) row_blocks.template operator()<1>();
-    else if (nv == 2) row_blocks.template operator()<2>();
-    else row_blocks.template operator()<3>();
+                      std::size_t ldc, const float* bias, bool accumulate = false) {
+  constexpr int MR = Cfg::gemm_mr, NVB = Cfg::gemm_nv, KC = Cfg::gemm_kc;
+  alignas(64) thread_local u32a panel[KC * NVB * L];
+  for (int k0 = 0; k0 < std::max(KP, 1); k0 += KC) {
+    const int kc = std::min(KC, KP - k0);
+    const bool acc = accumulate || k0 > 0;
+    for (int n0 = 0; n0 < N;) {
+      const int left = (N - n0 + L - 1) / L, nv = left == 4 ? 2 : std::min(NVB, left);
+      const int ncols = std::min(nv * L, N - n0);
+      // (a B panel read by fewer than 4 row tiles is not worth its copy: mobilenet_v2's 16- and 24-channel convs)
+      const bool pack = M >= 4 * MR;
+      if (pack)
+        for (int k = 0; k < kc; ++k)
+          for (int v = 0; v < nv; ++v) storeb(panel + (k * nv + v) * L, loadb(Bm + (k0 + k) * ldb + n0 + v * L));
+      auto rows = [&]<int NV>() {
+        const u32a* b = pack ? panel : Bm + k0 * ldb + n0;
+        const std::size_t ldp = pack ? NV * L : ldb;
+        const float* bias_n = !acc && bias ? bias + n0 : nullptr;
+        blocks<MR>(M, [&]<int MRT>(int m0) {
+          gemm_tile_bf16<MRT, NV>(kc, A + m0 * lda + k0, lda, b, ldp, C + m0 * ldc + n0, ldc, ncols, bias_n, acc);
+        });
+      };
+      if (nv == 3) rows.template operator()<3>();
+      else if (nv == 2) rows.template operator()<2>();
+      else rows.template operator()<1>();
+      n0 += nv * L;
+    }
   }
 }
 
