@@ -1,9 +1,11 @@
 // vit's split sums (nn/tp_reduction.h) at every ISA level this CPU runs, the reference and 16-bit tables
-// included (they compose linear_forward; the fast fp32 tables run the fused linear_*_chunked kernels):
+// included (they compose linear_forward, but for the vdpbf16ps bf16 table; the fast fp32 tables run the fused
+// linear_*_chunked kernels):
 //  - against the exact sum in double, within gamma(n) sum|terms| (n: the reduction length + the tree + the bias);
 //  - the split property the --tp bit-identity rests on (docs/DISTRIBUTED.md, bench/grid_equality.sh): the whole
 //    sum over C chunks equals, bit for bit, the sums of a rank's C/T chunks added as the all-reduce adds them
-//    ((a + b) for 2 ranks, ((a + b) + (c + d)) for 4), then the bias.
+//    ((a + b) for 2 ranks, ((a + b) + (c + d)) for 4), then the bias;
+//  - a fused 16-bit table (vdpbf16ps) against its own composition, bit for bit (the same pairs and sums).
 // Shapes: vit's (1088 = 64 x 17 token rows; 512 / 128 features; q | k | v in 3 groups) and odd ones (one row, widths
 // that are no multiple of 8, more rows than one 96-row block, more than 128 columns, 3 chunks).
 #include <gtest/gtest.h>
@@ -76,8 +78,18 @@ std::vector<const KernelTable*> tables() {
     if (env && *env && level != IsaLevel::Ref && level != ops::parse_isa(env)) continue;
     t.push_back(&ops::kernels_for(level));
   }
-  t.push_back(&ops::kernels_for(ops::default_isa(), ops::Precision::Bf16));  // a composing table
+  t.push_back(&ops::kernels_for(ops::default_isa(), ops::Precision::Bf16));  // composing, or fused with vdpbf16ps
   return t;
+}
+// A fused 16-bit table's own composition: the same linear_forward, no fused entries.
+bool fused_16bit(const KernelTable& k) {
+  return k.linear_forward_chunked && k.linear_forward != ops::kernels_for(k.level).linear_forward;
+}
+KernelTable composing(const KernelTable& k) {
+  KernelTable c = k;
+  c.linear_forward_chunked = nullptr;
+  c.linear_backward_data_chunked = nullptr;
+  return c;
 }
 std::string table_name(const KernelTable& k) {
   return std::string(ops::isa_name(k.level)) + (k.linear_forward_chunked ? " (fused)" : " (composed)");
@@ -114,6 +126,11 @@ TEST(ChunkedLinear, ForwardWithinBoundAndSplitsBitForBit) {
             ADD_FAILURE() << "out[" << r << "][" << o << "] = " << got << ", exact " << exact;
         }
       EXPECT_EQ(bad, 0);
+      if (fused_16bit(*k)) {
+        std::vector<float> composed(out.size());
+        chunked_linear_forward(composing(*k), composed.data(), x.data(), W.data(), b.data(), sh.rows, sh.I, sh.O, sh.chunks);
+        expect_equal("fused against composed", out, composed);
+      }
       // Ranks holding chunks/T consecutive chunks each (T = 2 and T = chunks), no bias; their sums added as the
       // all-reduce adds them, then the bias: the whole sum's bits.
       for (int T : {2, sh.chunks}) {
@@ -162,8 +179,16 @@ TEST(ChunkedLinear, BackwardDataWithinBoundAndSplitsBitForBit) {
             ADD_FAILURE() << "din[" << r << "][" << i << "] = " << got << ", exact " << exact;
         }
       EXPECT_EQ(bad, 0);
-      // A rank with chunks [t per, (t+1) per) holds, in every group, those chunks' blocks: dout's columns and W's rows.
       const int per_group = sh.O / sh.groups, block = per_group / sh.chunks;
+      // (The composition pairs the features of a chunk's blocks laid end to end; the fused pass pairs within each
+      // block: the same pairs where blocks are of even width or there is one group.)
+      if (fused_16bit(*k) && (block % 2 == 0 || sh.groups == 1)) {
+        std::vector<float> composed(din.size());
+        chunked_linear_backward_data(composing(*k), composed.data(), dout.data(), W.data(), sh.rows, sh.O, sh.I,
+                                     sh.chunks, sh.groups);
+        expect_equal("fused against composed", din, composed);
+      }
+      // A rank with chunks [t per, (t+1) per) holds, in every group, those chunks' blocks: dout's columns and W's rows.
       for (int T : {2, sh.chunks}) {
         if (sh.chunks % T != 0 || T == 1 || (T != 2 && T != 4)) continue;
         const int per = sh.chunks / T;

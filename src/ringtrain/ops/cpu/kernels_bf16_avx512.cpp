@@ -854,32 +854,34 @@ void lin_forward(float* out, const float* inp, const float* weight, const float*
   gemm_bf16(s.N, s.O, IP, A, IP, Bm, ld, out, s.O, bias);
 }
 
-void lin_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
-                  const LinearShape& s) {
-  const int OP = (s.O + 1) / 2, NP = (s.N + 1) / 2, ldi = round_up(s.I, L);
-  const std::size_t a1 = std::size_t(s.N) * OP, b1 = std::max(std::size_t(OP) * ldi, std::size_t(NP) * round_up(s.O, L)),
-                    a2 = std::size_t(round_up(s.O, L)) * NP, b2 = std::size_t(NP) * ldi;
-  float* sc = thread_scratch(a1 + b1 + a2 + b2);
-  u32a* A1 = reinterpret_cast<u32a*>(sc);
-  u32a* B1 = A1 + a1;
-  u32a* A2 = B1 + b1;
-  u32a* B2 = A2 + a2;
-  // dout is the operand of all three products: each packing rounds it (vcvtne2ps2bf16, whose results are
-  // round_bf16's but for subnormals, which it flushes: the same pair words as packing a rounded copy).
-  if (dinp) {  // dinp [N][I] = dout [N][O] . weight [O][I]: pairs along O
-    pack_row_pairs(A1, dout, s.N, s.O, s.O);
-    pack_rows_interleaved(B1, ldi, weight, s.O, s.I, s.I);
-    gemm_bf16(s.N, s.I, OP, A1, OP, B1, ldi, dinp, s.I, nullptr);
-  }
-  // dweight [O][I] = dout^T . inp: pairs along N.
-  // A2[o][np] = (dout[2np][o], dout[2np+1][o]): row pairs of dout [NP][O], transposed (B1's room is free now).
-  const int ldo = round_up(s.O, L);
-  u32a* tmp = B1;
+// dout is the operand of all three products: each packing rounds it (vcvtne2ps2bf16, whose results are
+// round_bf16's but for subnormals, which it flushes: the same pair words as packing a rounded copy).
+// dinp [N][I] = dout [N][O] . weight [O][I]: pairs along O.
+void lin_backward_data(float* dinp, const float* dout, const float* weight, const LinearShape& s) {
+  const int OP = (s.O + 1) / 2, ldi = round_up(s.I, L);
+  const std::size_t nA = std::size_t(s.N) * OP, nB = std::size_t(OP) * ldi;
+  float* sc = thread_scratch(nA + nB);
+  u32a* A = reinterpret_cast<u32a*>(sc);
+  u32a* Bm = A + nA;
+  pack_row_pairs(A, dout, s.N, s.O, s.O);
+  pack_rows_interleaved(Bm, ldi, weight, s.O, s.I, s.I);
+  gemm_bf16(s.N, s.I, OP, A, OP, Bm, ldi, dinp, s.I, nullptr);
+}
+
+// dweight [O][I] = dout^T . inp: pairs along N; dbias[o] the sum over n, in order, of the rounded dout.
+void lin_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp, const LinearShape& s) {
+  const int NP = (s.N + 1) / 2, ldi = round_up(s.I, L), ldo = round_up(s.O, L);
+  const std::size_t nT = std::size_t(NP) * ldo, nA = std::size_t(ldo) * NP, nB = std::size_t(NP) * ldi;
+  float* sc = thread_scratch(nT + nA + nB);
+  u32a* tmp = reinterpret_cast<u32a*>(sc);
+  u32a* A = tmp + nT;
+  u32a* Bm = A + nA;
+  // A[o][np] = (dout[2np][o], dout[2np+1][o]): row pairs of dout [NP][O], transposed
   pack_rows_interleaved(tmp, ldo, dout, s.N, s.O, s.O);
-  transpose_words(A2, NP, tmp, NP, ldo);  // rows o >= O of the transpose are never read
-  pack_rows_interleaved(B2, ldi, inp, s.N, s.I, s.I);
-  gemm_bf16(s.O, s.I, NP, A2, NP, B2, ldi, dweight, s.I, nullptr);
-  if (dbias) {  // each dbias[o] the sum over n, in order, of the rounded dout; dout read row by row
+  transpose_words(A, NP, tmp, NP, ldo);  // rows o >= O of the transpose are never read
+  pack_rows_interleaved(Bm, ldi, inp, s.N, s.I, s.I);
+  gemm_bf16(s.O, s.I, NP, A, NP, Bm, ldi, dweight, s.I, nullptr);
+  if (dbias) {  // dout read row by row
     std::memset(dbias, 0, sizeof(float) * s.O);
     for (int n = 0; n < s.N; ++n)
       for (int o0 = 0; o0 < s.O; o0 += L) {
@@ -888,6 +890,78 @@ void lin_backward(float* dinp, float* dweight, float* dbias, const float* dout, 
         V::store_mask(dbias + o0, V::add(V::load_mask(dbias + o0, m), d), m);
       }
   }
+}
+
+void lin_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
+                  const LinearShape& s) {
+  if (dinp) lin_backward_data(dinp, dout, weight, s);
+  lin_backward_weight(dweight, dbias, dout, inp, s);
+}
+
+// ---- vit's split sums (ops/kernels.h: linear_forward_chunked, linear_backward_data_chunked) ----------
+// Each chunk's partial is the pair GEMM above from zero over the chunk's own features (pairs within the chunk,
+// a zero partner past an odd chunk's end), whatever the other chunks; the partials are then summed in the
+// pairwise tree of nn/tp_reduction.cpp and the bias added. The same operands and sums as that file's
+// composition of linear_forward calls on copies (tests/test_chunked_linear.cpp: the same bits), without the
+// copies and with the tree in vectors.
+// out = the tree over parts [chunks][n] (+ bias, O floats a row); parts is overwritten.
+inline void tree_sum_rows(float* out, float* parts, int chunks, std::size_t n, const float* bias, int O) {
+  auto add_into = [n](float* a, const float* b) {
+    std::size_t i = 0;
+    for (; i + L <= n; i += L) V::store(a + i, V::add(V::load(a + i), V::load(b + i)));
+    for (; i < n; ++i) a[i] += b[i];
+  };
+  for (int stride = 1; stride < chunks; stride *= 2)  // ((p0 + p1) + (p2 + p3)) for 4, ((p0 + p1) + p2) for 3
+    for (int c = 0; c + stride < chunks; c += 2 * stride) add_into(parts + std::size_t(c) * n, parts + std::size_t(c + stride) * n);
+  const std::size_t rows = n / std::size_t(O);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* p = parts + r * O;
+    float* o = out + r * O;
+    for (int c = 0; c < O; c += L) {
+      const V::M m = V::mask(std::min(L, O - c));
+      const R v = V::load_mask(p + c, m);
+      V::store_mask(o + c, bias ? V::add(v, V::load_mask(bias + c, m)) : v, m);
+    }
+  }
+}
+
+void lin_forward_chunked(float* out, const float* inp, const float* weight, const float* bias, const LinearShape& s,
+                         int chunks) {
+  const int Ic = s.I / chunks, IcP = (Ic + 1) / 2, ld = round_up(s.O, L);
+  const std::size_t n = std::size_t(s.N) * s.O, nA = std::size_t(s.N) * IcP, nB = std::size_t(IcP) * ld,
+                    nT = std::size_t(s.O) * IcP;
+  float* sc = thread_scratch(nA + nB + nT + n * chunks);
+  u32a* A = reinterpret_cast<u32a*>(sc);
+  u32a* Bm = A + nA;
+  u32a* tmp = Bm + nB;
+  float* parts = sc + nA + nB + nT;
+  for (int c = 0; c < chunks; ++c) {
+    pack_row_pairs(A, inp + std::size_t(c) * Ic, s.N, Ic, s.I);
+    pack_cols_pairs(Bm, ld, weight + std::size_t(c) * Ic, s.O, Ic, s.I, tmp);
+    gemm_bf16(s.N, s.O, IcP, A, IcP, Bm, ld, parts + std::size_t(c) * n, s.O, nullptr);
+  }
+  tree_sum_rows(out, parts, chunks, n, bias, s.O);
+}
+
+// Chunk c's features: `groups` blocks of `block`, group g's at g O/groups + c block (vit: one head's q, k, v),
+// summed in that order: a block's pairs accumulate onto the previous block's partial. (The composition pairs
+// the blocks laid end to end: the same pairs where blocks are of even width, as vit's 32-feature heads.)
+void lin_backward_data_chunked(float* dinp, const float* dout, const float* weight, const LinearShape& s, int chunks,
+                               int groups) {
+  const int per_group = s.O / groups, block = per_group / chunks, BP = (block + 1) / 2, ldi = round_up(s.I, L);
+  const std::size_t n = std::size_t(s.N) * s.I, nA = std::size_t(s.N) * BP, nB = std::size_t(BP) * ldi;
+  float* sc = thread_scratch(nA + nB + n * chunks);
+  u32a* A = reinterpret_cast<u32a*>(sc);
+  u32a* Bm = A + nA;
+  float* parts = sc + nA + nB;
+  for (int c = 0; c < chunks; ++c)
+    for (int g = 0; g < groups; ++g) {
+      const std::size_t from = std::size_t(g) * per_group + std::size_t(c) * block;
+      pack_row_pairs(A, dout + from, s.N, block, s.O);
+      pack_rows_interleaved(Bm, ldi, weight + from * s.I, block, s.I, s.I);
+      gemm_bf16(s.N, s.I, BP, A, BP, Bm, ldi, parts + std::size_t(c) * n, s.I, nullptr, g > 0);
+    }
+  tree_sum_rows(dinp, parts, chunks, n, nullptr, s.I);
 }
 
 // The zoo's general and pointwise convolutions: im2col into bf16 pairs + the GEMM tile above.
@@ -907,6 +981,8 @@ void fill_bf16_avx512(KernelTable& t) {
   t.conv2d_relu_pool_blocked = crp_blocked;
   t.linear_forward = lin_forward;
   t.linear_backward = lin_backward;
+  t.linear_forward_chunked = lin_forward_chunked;
+  t.linear_backward_data_chunked = lin_backward_data_chunked;
   t.conv2d_forward = zoo_bf16::conv_forward;
   t.conv2d_backward_data = zoo_bf16::conv_backward_data;
   t.conv2d_backward_weight = zoo_bf16::conv_backward_weight;
