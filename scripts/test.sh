@@ -35,6 +35,9 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGTRAIN_
 cmake --build build-asan -j "$(nproc)"
 ASAN_OPTIONS=detect_leaks=0 RINGTRAIN_ISA=scalar \
   ctest --test-dir build-asan --output-on-failure -j 2 -R "${RINGTRAIN_ASAN_TESTS:-Idx|Safetensors|Checkpoint|Kernel|Ops|Gradient|Loader|Expand|Dataset|Half|LossScaler|PipelineStages|ChunkedLinear|Amx}"
+echo "-- the 16-bit kernels at every level this CPU has (their AVX2 / AVX-512 packers under the sanitizers too)"
+ASAN_OPTIONS=detect_leaks=0 \
+  ctest --test-dir build-asan --output-on-failure -j 2 -R "${RINGTRAIN_ASAN_SIMD_TESTS:-Bf16Zoo|Bf16Attention|ChunkedLinear|LowpKernel}"
 
 echo "== fuzzing the IDX and safetensors parsers (libFuzzer, ASan + UBSan)"
 FUZZ_SECONDS=${FUZZ_SECONDS:-60} scripts/fuzz.sh
