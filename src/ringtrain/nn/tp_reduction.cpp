@@ -64,7 +64,8 @@ void chunked_linear_forward(const ops::KernelTable& k, float* out, const float* 
     k.linear_forward_chunked(out, x, W, bias, {rows, I, O}, chunks);
     return;
   }
-  // The composition (the reference and 16-bit tables): one linear_forward a chunk on copies, then the tree.
+  // The composition (the reference table and the 16-bit tables without dot-product kernels): one
+  // linear_forward a chunk on copies, then the tree.
   ChunkScratch& s = scratch;
   const int Ic = I / chunks;
   const std::size_t n = std::size_t(rows) * O;
