@@ -30,6 +30,7 @@
 #include "ringtrain/core/error.h"
 #include "ringtrain/core/half.h"
 #include "ringtrain/ops/cpu/bf16_tables.h"
+#include "ringtrain/ops/cpu/conv_as_linear.h"
 #include "ringtrain/ops/cpu/gemm_bf16_amx.h"
 #include "ringtrain/ops/cpu/linear_amx.h"
 #include "ringtrain/ops/cpu/zoo_conv_amx.h"

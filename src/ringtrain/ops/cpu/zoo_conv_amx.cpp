@@ -18,6 +18,7 @@
 
 #include "ringtrain/core/aligned.h"
 #include "ringtrain/ops/cpu/amx_pack.h"
+#include "ringtrain/ops/cpu/conv_as_linear.h"
 #include "ringtrain/ops/cpu/linear_amx.h"
 
 // g++ 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wmaybe-uninitialized flags (as in
@@ -187,9 +188,6 @@ void forward_with(float* out, const float* x, const WeightView& wv, const float*
 //                                                                 planes transposed; samples summed in order
 bool pointwise(const Conv2dShape& s) { return s.R == 1 && s.S == 1 && s.stride == 1 && s.pad == 0; }
 bool planar(const Conv2dShape& s) { return pointwise(s) && s.H * s.W >= 2 * kTile; }
-// On 1x1 maps (mobilenet_v2's last blocks) NCHW is [N][C]: the conv is the linear of x [N][C] and W [K][C].
-bool on_1x1_maps(const Conv2dShape& s) { return pointwise(s) && s.H * s.W == 1; }
-LinearShape as_linear(const Conv2dShape& s) { return {s.N, s.C, s.K}; }
 
 void planar_forward(float* out, const float* x, const float* w, const float* bias, const Conv2dShape& s) {
   const int PQ = s.H * s.W;
@@ -265,14 +263,14 @@ bool amx_conv_data_ok(const Conv2dShape& s) {
 }
 
 void amx_conv_forward(float* out, const float* inp, const float* weight, const float* bias, const Conv2dShape& s) {
-  if (on_1x1_maps(s)) return amx_linear_forward(out, inp, weight, bias, as_linear(s));
+  if (conv_on_1x1_maps(s)) return amx_linear_forward(out, inp, weight, bias, as_linear(s));
   if (planar(s)) return planar_forward(out, inp, weight, bias, s);
   const Geo g(s);
   forward_with(out, inp, {weight, s.C * s.R * s.S, s.R * s.S, false}, bias, g);
 }
 
 void amx_conv_backward_data(float* dinp, const float* dout, const float* weight, const Conv2dShape& s) {
-  if (on_1x1_maps(s)) return amx_linear_backward_data(dinp, dout, weight, as_linear(s));
+  if (conv_on_1x1_maps(s)) return amx_linear_backward_data(dinp, dout, weight, as_linear(s));
   if (planar(s)) return planar_backward_data(dinp, dout, weight, s);
   // dinp[c][h][w] = sum over k, r, s of W[k][c][R-1-r][S-1-s] dout[k][h - (R-1-pad) + r][w - (S-1-pad) + s]:
   // the forward on dout with output channels c, input channels k.
@@ -281,7 +279,7 @@ void amx_conv_backward_data(float* dinp, const float* dout, const float* weight,
 }
 
 void amx_conv_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp, const Conv2dShape& s) {
-  if (on_1x1_maps(s)) return amx_linear_backward_weight(dweight, dbias, dout, inp, as_linear(s));
+  if (conv_on_1x1_maps(s)) return amx_linear_backward_weight(dweight, dbias, dout, inp, as_linear(s));
   if (planar(s)) return planar_backward_weight(dweight, dbias, dout, inp, s);
   const Geo g(s);
   const int JP = (g.M + 1) / 2, C16 = round_up(g.C, kTile), NC = g.ntaps * C16;
