@@ -139,6 +139,27 @@ TEST_F(Idx, RoundTripGzip) {
   EXPECT_EQ(back.data, data);
 }
 
+// Past the first MiB the reader takes the size from the gzip trailer (one buffer) when it agrees with
+// the header; the bytes must be the same as through the growing buffer, from a file and from memory.
+TEST_F(Idx, LargeGzipReadInOneBufferIsExact) {
+  std::vector<int64_t> dims = {3000, 28, 28};  // 2.35 MB: past the growing buffer's first 1 MiB
+  auto data = pattern(3000 * 28 * 28, 11);
+  std::string p = path("large-idx3-ubyte.gz");
+  write_idx(p, dims, data.data());
+  IdxArray back = read_idx(p);
+  EXPECT_EQ(back.dims, dims);
+  EXPECT_EQ(back.data, data);
+  Bytes disk = read_bytes(p);
+  IdxArray mem = parse_idx(disk.data(), disk.size(), "memory");
+  EXPECT_EQ(mem.data, data);
+  // The trailer forged to agree with a header claiming 2^33 bytes: the claim is still not allocated (a
+  // 40-byte deflate stream cannot hold it), and the file fails with its own error.
+  Bytes claim = gzip({0, 0, 8, 2, 0, 1, 0, 0, 0, 2, 0, 0, 1, 2, 3});
+  const uint32_t forged = uint32_t(12 + (uint64_t(1) << 33));
+  for (int i = 0; i < 4; ++i) claim[claim.size() - 4 + std::size_t(i)] = uint8_t(forged >> (8 * i));
+  expect_bad_bytes(path("forged-trailer.gz"), claim, "gzip");
+}
+
 TEST_F(Idx, GzipIsDetectedByMagicNotByName) {
   Bytes raw = idx_bytes({6, 2, 3});
   write_bytes(path("gzip-without-suffix"), gzip(raw));
