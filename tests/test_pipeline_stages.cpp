@@ -314,9 +314,11 @@ TEST(PipelineStages, StagesComputeTheWholeModel) {
 }
 
 // A pipeline stage holding K micro-batches runs K copies of its model on one ParameterSet
-// (Model::share_parameters): two micro-batches forwarded one after the other and run backward in order on
-// two copies give the gradients (and running statistics) of one model running each forward right before
-// its backward; another model's parameters are refused; forward's node hook runs once a node.
+// (Model::share_parameters) and one set of value gradients (Model::share_value_gradients): two
+// micro-batches forwarded one after the other and run backward in order on two copies give the gradients,
+// input gradients (and running statistics) of one model running each forward right before its backward;
+// the copy counts only its activations; another model's parameters or values are refused; forward's node
+// hook runs once a node.
 TEST(PipelineStages, CopiesShareParametersAndKeepTheirOwnActivations) {
   const auto& k = ops::kernels_for(ops::default_isa());
   for (const std::string name : {"resnet18", "vit"}) {
@@ -327,7 +329,13 @@ TEST(PipelineStages, CopiesShareParametersAndKeepTheirOwnActivations) {
     second->init_parameters(1);  // its own values are dropped by share_parameters
     second->share_parameters(*first);
     EXPECT_EQ(&second->params(), &first->params());
-    for (auto* m : {ref.get(), first.get(), second.get()}) m->reserve(N);
+    second->reserve(1);  // the shared buffers grow to the largest sharer's batch, whoever reserves first
+    second->share_value_gradients(*first);
+    for (auto* m : {ref.get(), first.get(), second.get()}) {
+      m->set_input_gradient(true);
+      m->reserve(N);
+    }
+    EXPECT_LT(second->activation_floats(), first->activation_floats()) << name << ": gradients counted once";
     const std::size_t in = std::size_t(shape_numel(ref->input_shape()));
     std::vector<float> x(2 * N * in), dl(2 * N * 10), sum_ref, sum_copies;
     Rng rng(4);
@@ -340,19 +348,25 @@ TEST(PipelineStages, CopiesShareParametersAndKeepTheirOwnActivations) {
       if (acc.empty()) acc.assign(g.size(), 0.0f);
       for (std::size_t i = 0; i < g.size(); ++i) acc[i] += g[i];
     };
+    auto input_grad_of = [&](nn::Model& m) { return std::vector<float>(m.input_grad(), m.input_grad() + N * in); };
     int nodes = 0;
     ref->forward(k, x0, N);
     ref->backward(k, x0, dl.data(), N);
     add(sum_ref, grads_of(*ref));
+    const std::vector<float> dx0 = input_grad_of(*ref);
     ref->forward(k, x1, N);
     ref->backward(k, x1, dl.data() + N * 10, N);
     add(sum_ref, grads_of(*ref));
+    const std::vector<float> dx1 = input_grad_of(*ref);
     first->forward(k, x0, N, [&] { ++nodes; });
     second->forward(k, x1, N);  // first's activations stay put
     first->backward(k, x0, dl.data(), N);
     add(sum_copies, grads_of(*first));
+    EXPECT_EQ(input_grad_of(*first), dx0) << name;
     second->backward(k, x1, dl.data() + N * 10, N);
     add(sum_copies, grads_of(*second));
+    EXPECT_EQ(input_grad_of(*second), dx1) << name;
+    EXPECT_EQ(second->input_grad(), first->input_grad()) << name << ": one input-gradient buffer";
     EXPECT_EQ(nodes, int(first->layers().size())) << name;
     EXPECT_EQ(std::memcmp(sum_ref.data(), sum_copies.data(), sum_ref.size() * sizeof(float)), 0) << name;
     EXPECT_EQ(std::memcmp(ref->params().buffers(), first->params().buffers(), ref->params().buffer_floats() * sizeof(float)), 0)
@@ -360,6 +374,8 @@ TEST(PipelineStages, CopiesShareParametersAndKeepTheirOwnActivations) {
   }
   auto lenet = nn::make_model("lenet5"), vit = nn::make_model("vit");
   EXPECT_NE(error_of([&] { lenet->share_parameters(*vit); }).find("cannot share the parameters"), std::string::npos);
+  EXPECT_NE(error_of([&] { lenet->share_value_gradients(*vit); }).find("cannot share the value gradients"),
+            std::string::npos);
 }
 
 TEST(PipelineSchedule, EveryMicroBatchOnceInOrderWithinBounds) {

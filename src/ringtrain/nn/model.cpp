@@ -130,6 +130,16 @@ void Model::share_parameters(Model& owner) {
   for (auto& layer : layers_) layer->reserve_grad_slots(*params_);
 }
 
+void Model::share_value_gradients(Model& owner) {
+  check(shapes_ == owner.shapes_ && consumers_ == owner.consumers_,
+        "model: '" + name_ + "' cannot share the value gradients of '" + owner.name_ + "': other values");
+  vgrads_ = owner.vgrads_;
+  grads_shared_ = true;
+  const int batch = max_batch_;
+  max_batch_ = 0;
+  if (batch > 0) reserve(batch);
+}
+
 double Model::node_cost(std::size_t node) const {
   return layers_[node]->forward_macs() + double(shape_numel(shapes_[node + 1]));
 }
@@ -180,12 +190,17 @@ void Model::reserve(int max_batch) {
   if (max_batch <= max_batch_) return;
   max_batch_ = max_batch;
   acts_.resize(shapes_.size());
-  grads_.resize(shapes_.size());
+  std::vector<AlignedBuffer<float>>& grads = vgrads_->grads;
+  grads.resize(shapes_.size());
+  // Own buffers take the exact size; shared ones only grow (another sharer may have reserved more).
+  const auto size_grad = [&](AlignedBuffer<float>& b, std::size_t n) {
+    if (grads_shared_ ? b.size() < n : b.size() != n) b.resize(n);
+  };
   int64_t largest = shape_numel(input_);
   for (std::size_t v = 1; v < shapes_.size(); ++v) {
     acts_[v].resize(std::size_t(max_batch) * per_sample(int(v)));
     // The last value's gradient is the caller's dlogits; unread values get none.
-    if (v + 1 < shapes_.size() && consumers_[v] > 0) grads_[v].resize(std::size_t(max_batch) * per_sample(int(v)));
+    if (v + 1 < shapes_.size() && consumers_[v] > 0) size_grad(grads[v], std::size_t(max_batch) * per_sample(int(v)));
     largest = std::max(largest, shape_numel(shapes_[v]));
   }
   for (auto& layer : layers_) {
@@ -193,11 +208,11 @@ void Model::reserve(int max_batch) {
     layer->reserve_grad_slots(*params_);
   }
   largest_ = largest;
-  grads_[0].resize(input_grad_ ? std::size_t(max_batch) * per_sample(0) : 0);
+  size_grad(grads[0], input_grad_ ? std::size_t(max_batch) * per_sample(0) : 0);
   bool fans_out = false;
   for (std::size_t v = input_grad_ ? 0 : 1; v < consumers_.size(); ++v) fans_out |= consumers_[v] > 1;
   // Two inputs of one node may both need a second buffer (x + x): two regions.
-  fanout_.resize(fans_out ? 2 * std::size_t(max_batch) * largest : 0);
+  size_grad(vgrads_->fanout, fans_out ? 2 * std::size_t(max_batch) * largest : 0);
   written_.assign(std::size_t(threads()), std::vector<uint8_t>(shapes_.size(), 0));
 }
 
@@ -236,8 +251,11 @@ double Model::train_flops_per_sample() const {
 }
 
 std::size_t Model::activation_floats() const {
-  std::size_t n = fanout_.size();
-  for (std::size_t v = 0; v < shapes_.size(); ++v) n += acts_[v].size() + grads_[v].size();
+  std::size_t n = 0;
+  for (const auto& a : acts_) n += a.size();
+  if (grads_shared_) return n;
+  n += vgrads_->fanout.size();
+  for (const auto& g : vgrads_->grads) n += g.size();
   return n;
 }
 
@@ -245,7 +263,7 @@ const float* Model::act(int v, const float* x, int n0) const {
   return (v == 0 ? x : acts_[std::size_t(v)].data()) + std::size_t(n0) * per_sample(v);
 }
 
-float* Model::grad(int v, int n0) { return grads_[std::size_t(v)].data() + std::size_t(n0) * per_sample(v); }
+float* Model::grad(int v, int n0) { return vgrads_->grads[std::size_t(v)].data() + std::size_t(n0) * per_sample(v); }
 
 const float* Model::output_grad(std::size_t i, const float* dlogits, int n0) {
   const int v = int(i) + 1;
@@ -291,7 +309,7 @@ void Model::backward_node(const ops::KernelTable& k, std::size_t i, const float*
       dins[j] = grad(v, s.n0);
       written[std::size_t(v)] = 1;
     } else {
-      dins[j] = fanout_.data() + (j * std::size_t(max_batch_) + s.n0) * largest_;
+      dins[j] = vgrads_->fanout.data() + (j * std::size_t(max_batch_) + s.n0) * largest_;
       added[j] = true;
     }
   }

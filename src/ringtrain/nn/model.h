@@ -101,7 +101,7 @@ class Model {
   // last backward. Re-sizes the reserved buffers.
   void set_input_gradient(bool on);
   bool input_gradient() const { return input_grad_; }
-  const float* input_grad() const { return grads_.empty() ? nullptr : grads_[0].data(); }
+  const float* input_grad() const { return vgrads_->grads.empty() ? nullptr : vgrads_->grads[0].data(); }
   // What node i costs a sample: its forward multiply-adds plus the floats it writes (so layers without
   // multiply-adds - ReLU, add, pooling - are not free); what pipeline stages are balanced by.
   double node_cost(std::size_t node) const;
@@ -117,6 +117,13 @@ class Model {
   // micro-batches between their forward and backward (train/pipeline_engine.h). Throws unless both
   // declare the same parameters and buffers in the same places.
   void share_parameters(Model& owner);
+  // From now on this model writes its values' gradients (and the second buffer of values read twice) into
+  // owner's: only the activations must be kept per micro-batch in flight, a value's gradient lives only
+  // during one backward, and a pipeline stage runs one backward at a time. Copies sharing them then touch
+  // one set of gradient buffers, not one each (half a stage's memory in flight, and the buffers a backward
+  // writes stay in cache from the last one). Same architecture required (throws otherwise); the buffers
+  // grow to the largest batch any sharer reserves.
+  void share_value_gradients(Model& owner);
   const LayerList& layers() const { return layers_; }
   // The values node i reads.
   const std::vector<int>& inputs_of(std::size_t node) const { return inputs_[node]; }
@@ -132,7 +139,8 @@ class Model {
   double backward_macs(std::size_t node) const;
   // FLOPs of one sample's training step: 2 x (the forward's MACs + every node's backward_macs).
   double train_flops_per_sample() const;
-  // Floats of activations and activation gradients the reserved batch holds.
+  // Floats of activations and activation gradients the reserved batch holds (gradients shared with an
+  // owner, share_value_gradients, are counted by the owner alone).
   std::size_t activation_floats() const;
 
  private:
@@ -157,10 +165,16 @@ class Model {
   std::shared_ptr<ParameterSet> params_ = std::make_shared<ParameterSet>();  // shared: share_parameters()
   StepContext ctx_;
   std::vector<AlignedBuffer<float>> acts_;    // acts_[v]: value v's activations (v >= 1)
-  std::vector<AlignedBuffer<float>> grads_;   // grads_[v]: value v's gradient (v >= 1 that someone reads)
-  AlignedBuffer<float> fanout_;               // a second gradient buffer for values read more than once
+  // The values' gradients: grads[v] (v >= 1 that someone reads; 0: the input's, set_input_gradient) and a
+  // second buffer for values read more than once. Shared between copies: share_value_gradients().
+  struct ValueGradients {
+    std::vector<AlignedBuffer<float>> grads;
+    AlignedBuffer<float> fanout;
+  };
+  std::shared_ptr<ValueGradients> vgrads_ = std::make_shared<ValueGradients>();
+  bool grads_shared_ = false;                 // share_value_gradients: vgrads_ is another model's
   std::vector<std::vector<uint8_t>> written_; // written_[t][v]: slice t has written value v's gradient
-  bool input_grad_ = false;                   // set_input_gradient: grads_[0] holds the input's gradient
+  bool input_grad_ = false;                   // set_input_gradient: vgrads_->grads[0] holds the input's gradient
   int max_batch_ = 0;
   int64_t largest_ = 0;                       // largest per-sample value, in floats
   std::unique_ptr<ThreadPool> pool_;

@@ -51,6 +51,7 @@ PipelineEngine::PipelineEngine(nn::Model& stage, const StageFactory& copy_stage,
     check(bool(copy_stage), "pipeline: a schedule holding several micro-batches needs copies of the stage model");
     copies_.push_back(copy_stage());
     copies_.back()->share_parameters(model_);
+    copies_.back()->share_value_gradients(model_);  // one backward at a time: one set of value gradients
     copies_.back()->set_threads(model_.threads());
     models_.push_back(copies_.back().get());
   }
