@@ -6,8 +6,11 @@
 // slowest rank's. Prints the medians, the fastest algorithm, auto's pick, and auto's time over the fastest
 // and over the fastest of ring, hd and mpi (the acceptance figures of docs/BENCHMARKS.md). Run it with
 // bench/allreduce.sh; RINGTRAIN_RANKS_PER_HOST=k splits the ranks into artificial hosts for hier.
+// --cold-mb M: before every timed call each rank writes M MiB elsewhere (the caches then hold that, as
+// after a backward pass, not the buffer the call sums).
 //
 //   mpirun -np 2 bench_allreduce [--min-kb 4] [--max-kb 65536] [--repeats 21] [--segment-kb 512] [--step 4]
+//                                [--cold-mb 0]
 #include <mpi.h>
 
 #include <algorithm>
@@ -35,6 +38,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &W);
   std::size_t min_kb = 4, max_kb = 65536, segment_kb = dist::RingOptions{}.segment_bytes >> 10, step = 4;
   int repeats = 21;
+  std::size_t cold_mb = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     long v = std::atol(argv[i + 1]);
@@ -43,6 +47,7 @@ int main(int argc, char** argv) {
     else if (a == "--repeats") repeats = int(v);
     else if (a == "--segment-kb") segment_kb = v;
     else if (a == "--step") step = std::max<long>(2, v);
+    else if (a == "--cold-mb") cold_mb = std::size_t(std::max<long>(0, v));
     else {
       if (rank == 0) std::fprintf(stderr, "bench_allreduce: unknown option %s\n", argv[i]);
       return 2;
@@ -58,14 +63,17 @@ int main(int argc, char** argv) {
   const std::vector<AllreduceAlgorithm>& algos = dist::concrete_allreduce_algorithms();
   const std::size_t A = algos.size();  // column A is auto
   if (rank == 0) {
-    std::printf("# all-reduce fp32 sum, %d ranks on %d host(s) (hier: %d ranks a host), ring segment %zu KiB, median of %d; auto %s\n",
-                W, comm.hosts(), W / std::max(1, comm.hosts()), segment_kb, repeats, cal.how.c_str());
+    std::printf("# all-reduce fp32 sum, %d ranks on %d host(s) (hier: %d ranks a host), ring segment %zu KiB, median of %d; auto %s%s\n",
+                W, comm.hosts(), W / std::max(1, comm.hosts()), segment_kb, repeats, cal.how.c_str(),
+                cold_mb ? ("; caches evicted before each call (" + std::to_string(cold_mb) + " MiB written)").c_str() : "");
     std::printf("| size |");
     for (auto a : algos) std::printf(" %s (us) |", dist::allreduce_name(a));
     std::printf(" auto (us) | auto's pick | fastest | auto / fastest | auto / best of ring, hd, mpi |\n|---:|");
     for (std::size_t a = 0; a <= A; ++a) std::printf("---:|");
     std::printf("---|---|---:|---:|\n");
   }
+  std::vector<float> evict(cold_mb << 18);
+  float stamp = 0.0f;
   for (std::size_t kb = min_kb; kb <= max_kb; kb *= step) {
     const std::size_t n = (kb << 10) / sizeof(float);
     std::vector<float> init(n), want(n), buf(n);
@@ -88,6 +96,7 @@ int main(int argc, char** argv) {
       // just before it, where the scheduler's time slice falls) biases its time.
       for (std::size_t k = 0; k <= A; ++k) {
         const std::size_t a = (k + std::size_t(r)) % (A + 1);
+        if (!evict.empty()) std::fill(evict.begin(), evict.end(), stamp += 1.0f);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
         if (a < A) comm.allreduce_sum_with(algos[a], buf.data(), n);

@@ -314,6 +314,21 @@ TEST(MpiSession, PrefersSharedMemoryCopiesUnlessTheUserChose) {
   else unsetenv(name);
 }
 
+// MpiSession ran prefer_ob1_messaging before MPI_Init (this test binary's main builds one): ob1 unless the
+// launcher had chosen; a choice made later is left alone.
+TEST(MpiSession, PrefersOb1UnlessTheUserChose) {
+  const char* before = std::getenv("OMPI_MCA_pml");
+  ASSERT_NE(before, nullptr);
+  const std::string saved = before;
+  setenv("OMPI_MCA_pml", "cm", 1);
+  prefer_ob1_messaging();
+  EXPECT_STREQ(std::getenv("OMPI_MCA_pml"), "cm") << "the user's choice was overwritten";
+  unsetenv("OMPI_MCA_pml");
+  prefer_ob1_messaging();
+  EXPECT_STREQ(std::getenv("OMPI_MCA_pml"), "ob1");
+  setenv("OMPI_MCA_pml", saved.c_str(), 1);
+}
+
 TEST(MpiCommunicator, ThreadLevelIsMultiple) {
   int provided = 0;
   MPI_Query_thread(&provided);

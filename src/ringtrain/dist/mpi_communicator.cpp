@@ -46,6 +46,8 @@ void prefer_shared_memory_copies() {
   setenv("OMPI_MCA_btl_vader_eager_limit", "131072", /*overwrite=*/0);
 }
 
+void prefer_ob1_messaging() { setenv("OMPI_MCA_pml", "ob1", /*overwrite=*/0); }
+
 MpiSession::MpiSession(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -54,6 +56,7 @@ MpiSession::MpiSession(int* argc, char*** argv) {
     return;
   }
   prefer_shared_memory_copies();
+  prefer_ob1_messaging();
   int provided = MPI_THREAD_SINGLE;
   check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) == MPI_SUCCESS,
         "MPI: MPI_Init_thread failed");

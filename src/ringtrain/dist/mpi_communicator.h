@@ -39,6 +39,13 @@ bool launched_by_mpi();
 // e.g. by `mpirun --mca btl_vader_single_copy_mechanism cma`, is left alone); other MPI libraries ignore
 // these variables. MpiSession calls it.
 void prefer_shared_memory_copies();
+// Open MPI's ob1 messaging layer (shared memory through vader, other hosts through btl tcp), unless the
+// user chose (OMPI_MCA_pml set, e.g. by `mpirun --mca pml ucx`). Left to choose, Open MPI 4.1 first
+// initialises UCX (pml ucx) where libucx is installed, as on Debian: 0.20 s of every MPI_Init here (0.257
+// -> 0.056 s, 2 ranks, Zen 5), a fixed cost that made a 3-epoch LeNet-5 run's 2-rank speed-up smaller,
+// for a transport this project never uses on shared memory or TCP. On InfiniBand, set OMPI_MCA_pml=ucx.
+// MpiSession calls it.
+void prefer_ob1_messaging();
 
 // MPI_Init_thread(MPI_THREAD_MULTIPLE) ... MPI_Finalize. If MPI is already initialised (e.g. by a test's
 // main), only checks the thread level and leaves finalisation to whoever initialised it.
