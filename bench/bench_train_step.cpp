@@ -74,7 +74,30 @@ bool has_flag(int argc, char** argv, const char* name) {
 
 }  // namespace
 
+// Every argument is one of ours, each valued option with its value, and the --layers-only ones only with
+// --layers (and the LeNet-5 timing's only without): a misspelt option (--batch-size) must not run the default.
+void check_arguments(int argc, char** argv) {
+  const std::vector<std::string> both = {"--batch", "--steps", "--isa", "--data"};
+  const std::vector<std::string> layers_only = {"--model", "--precisions"};
+  const std::vector<std::string> lenet_only = {"--threads", "--repeats", "--precision"};
+  const bool layers = has_flag(argc, argv, "--layers");
+  auto in = [](const std::vector<std::string>& names, const std::string& a) {
+    return std::find(names.begin(), names.end(), a) != names.end();
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--layers") continue;
+    check(in(both, a) || in(layers_only, a) || in(lenet_only, a),
+          "unknown option '" + a + "' (see the comment at the top of bench/bench_train_step.cpp)");
+    check(i + 1 < argc, a + " needs a value");
+    check(layers || !in(layers_only, a), a + " needs --layers");
+    check(!layers || !in(lenet_only, a), a + " is not an option of --layers");
+    ++i;
+  }
+}
+
 int run(int argc, char** argv) {
+  check_arguments(argc, argv);
   const bool layers = has_flag(argc, argv, "--layers");
   const int batch = arg_int(argc, argv, "--batch", layers ? 64 : 256);
   const int threads = arg_int(argc, argv, "--threads", 1);
