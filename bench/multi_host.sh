@@ -44,7 +44,7 @@ field() { sed -n "$2" "$1" | head -1; }
 for ((r = 0; r < RUNS; r++)); do
   echo "# round $((r + 1)) of $RUNS: load $(cut -d' ' -f1-3 /proc/loadavg)"
   "$RT" "${train[@]}" > "$OUT/alone.$r.log" 2>&1 || { echo "one-rank run failed:"; cat "$OUT/alone.$r.log"; exit 1; }
-  mpirun -np 2 --bind-to core "$RT" "${train[@]}" --no-overlap > "$OUT/shm.$r.log" 2>&1 ||
+  mpirun -np 2 --bind-to core "$RT" "${train[@]}" --no-overlap --no-shard-optimizer > "$OUT/shm.$r.log" 2>&1 ||
     { echo "one-host 2-rank run failed:"; cat "$OUT/shm.$r.log"; exit 1; }
   for c in "${configs[@]}"; do
     f="$OUT/${c// /_}.$r.log"

@@ -75,7 +75,7 @@ step_loaded_s() {  # model
 }
 buckets_of() {  # model -> bucket bytes, in backward's order, from --allreduce auto's plan line
   mpirun -np 2 --bind-to core "$RT" train --model "$1" --data digits --max-steps 1 --batch-size 2 --log-every 0 --quiet \
-    --allreduce auto 2>&1 | grep -m1 'bucket-kb' | grep -Eo '\([0-9.]+ KiB\)' | tr -d '()KiB ' |
+    --allreduce auto --no-shard-optimizer 2>&1 | grep -m1 'bucket-kb' | grep -Eo '\([0-9.]+ KiB\)' | tr -d '()KiB ' |
     awk '{printf "%d ", $1 * 1024}'
 }
 

@@ -6,6 +6,8 @@
 #    (3 ranks) and resnet18 (2 ranks, a few steps): bit-identical too;
 #  - a sharded periodic checkpoint holds the same whole tensors as an unsharded one, and a run resumed
 #    from it on another world size (2 -> 3 ranks, sharded) ends bit-identical to the unsharded 2 -> 3 resume;
+#  - the default: sharded at 2 ranks on one host under --allreduce auto, same bits as --no-shard-optimizer; whole at
+#    3 ranks, with --allreduce-calibration or 16-bit traffic; both flags together refused;
 #  - --shard-optimizer with 16-bit gradient traffic is refused with a one-line error.
 # Environment (as tests/cli): RINGTRAIN (binary), PYTHON, TESTS_DIR (tests/cli, for make_idx.py), MPIEXEC.
 set -u
@@ -64,6 +66,34 @@ first=$(ls "$WORK/ck-shard" | head -1)
 same_tensors "$WORK/ck-plain/$first" "$WORK/ck-shard/$first" && pass ||
   fail "sharded periodic checkpoint $first does not hold the unsharded run's tensors"
 cmp -s "$WORK/plain-resumed.st" "$WORK/shard-resumed.st" && pass || fail "2 -> 3 rank resume: sharded differs from unsharded"
+
+# The default (neither flag, --allreduce auto): sharded with 2 ranks on one host, the same bits as the whole
+# state kept (--no-shard-optimizer); whole with 3 ranks, and whenever the user named an algorithm (above).
+auto() {  # auto NP LOG ARGS...: as run, but with the default --allreduce auto
+  local np=$1 log=$2; shift 2
+  "$MPIEXEC" -np "$np" --oversubscribe "$RINGTRAIN" train --data "$WORK/toy" --seed 5 --batch-size 8 --log-every 0 \
+    --timeout 120 --epochs 1 "$@" > "$log" 2>&1 || { fail "mpirun -np $np train (auto) $* exited $?"; tail -5 "$log"; }
+}
+auto 2 "$WORK/a2.log" --save "$WORK/a2.st"
+auto 2 "$WORK/n2.log" --save "$WORK/n2.st" --no-shard-optimizer
+grep -q "optimizer state sharded (auto: 2 data-parallel ranks on one host" "$WORK/a2.log" && pass ||
+  { fail "2 ranks, default: no automatic sharding"; head -3 "$WORK/a2.log"; }
+grep -q "^optimizer state sharded over 2 ranks" "$WORK/a2.log" && pass || fail "2 ranks, default: no shard report"
+grep -q "optimizer state sharded" "$WORK/n2.log" && fail "--no-shard-optimizer sharded" || pass
+grep -q "^all-reduce auto (" "$WORK/n2.log" && pass || fail "--no-shard-optimizer: no all-reduce plan"
+cmp -s "$WORK/a2.st" "$WORK/n2.st" && pass || fail "2 ranks: the automatic sharding changed the weights"
+cmp -s "$WORK/a2.st" "$WORK/p2.st" && pass || fail "2 ranks: auto differs from --allreduce ring"
+auto 3 "$WORK/a3.log"
+grep -q "optimizer state sharded" "$WORK/a3.log" && fail "3 ranks, default: sharded" || pass
+auto 2 "$WORK/cal.log" --allreduce-calibration "$WORK/cal.json"
+grep -q "optimizer state sharded" "$WORK/cal.log" && fail "--allreduce-calibration at 2 ranks: sharded, the file unused" || pass
+[ -s "$WORK/cal.json" ] && pass || fail "--allreduce-calibration at 2 ranks wrote no file"
+"$MPIEXEC" -np 2 --oversubscribe "$RINGTRAIN" train --data "$WORK/toy" --shard-optimizer --no-shard-optimizer > "$WORK/both.log" 2>&1
+[ $? -ne 0 ] && grep -q "shard-optimizer contradicts --no-shard-optimizer" "$WORK/both.log" && pass ||
+  { fail "--shard-optimizer --no-shard-optimizer not refused"; cat "$WORK/both.log"; }
+# 16-bit gradient traffic keeps the whole state by default (no reduce-scatter), without an error.
+auto 2 "$WORK/b16.log" --grad-comm bf16 --max-steps 3
+grep -q "optimizer state sharded" "$WORK/b16.log" && fail "--grad-comm bf16 at 2 ranks: sharded" || pass
 
 "$MPIEXEC" -np 2 --oversubscribe "$RINGTRAIN" train --data "$WORK/toy" --shard-optimizer --grad-comm bf16 > "$WORK/bad.log" 2>&1
 [ $? -ne 0 ] && grep -q "shard-optimizer needs --grad-comm fp32" "$WORK/bad.log" && pass ||

@@ -33,6 +33,7 @@
 #include "ringtrain/train/pp_checkpoint.h"
 #include "ringtrain/train/tp_checkpoint.h"
 #include "ringtrain/train/progress.h"
+#include "ringtrain/train/shard_policy.h"
 #include "ringtrain/train/trainer.h"
 
 namespace ringtrain::cli {
@@ -87,7 +88,9 @@ Options train_options() {
   o.add("progress-thread-us", "auto", "0: the gradient all-reduces move at backward's layer boundaries; N > 0: a "
         "progress thread also moves them every N microseconds (slow networks, long layers); auto: 500 when the "
         "data-parallel group spans hosts, else 0");
-  o.add_flag("shard-optimizer", "ZeRO-1: each rank keeps the optimizer state of 1/W of the parameters (reduce-scatter, update, all-gather)");
+  o.add_flag("shard-optimizer", "ZeRO-1: each rank keeps the optimizer state of 1/W of the parameters (reduce-scatter, "
+             "update, all-gather); the default with 2 data-parallel ranks on one host under --allreduce auto");
+  o.add_flag("no-shard-optimizer", "keep the whole optimizer state on every rank, also with 2 data-parallel ranks on one host");
   o.add("timeout", "1800", "seconds a collective may take before the whole job is aborted (0: never)");
   o.add("tp", "1", "tensor-parallel ranks: lenet5's fc1/fc2 or vit's encoder (attention by heads, MLP) split over this "
                    "many ranks (must divide the ranks, and for vit its 4 heads; dp = ranks / tp)");
@@ -309,8 +312,12 @@ int train_command(int argc, char** argv, int first) {
   if (opt.flag("no-overlap")) config.overlap = "off";
   const bool progress_auto = opt.str("progress-thread-us") == "auto";
   if (!progress_auto) config.reducer.progress_interval_s = 1e-6 * double(opt.integer("progress-thread-us", 0, 1000000));
-  config.shard_optimizer = opt.flag("shard-optimizer");
-  check(!config.shard_optimizer || config.grad_comm == "fp32",
+  check(!(opt.flag("shard-optimizer") && opt.flag("no-shard-optimizer")),
+        "--shard-optimizer contradicts --no-shard-optimizer");
+  const train::ShardRequest shard_request = opt.flag("shard-optimizer")      ? train::ShardRequest::On
+                                            : opt.flag("no-shard-optimizer") ? train::ShardRequest::Off
+                                                                             : train::ShardRequest::Auto;
+  check(shard_request != train::ShardRequest::On || config.grad_comm == "fp32",
         "--shard-optimizer needs --grad-comm fp32 (the 16-bit ring has no reduce-scatter), got --grad-comm " +
             config.grad_comm);
   config.drop_last = opt.flag("drop-last");
@@ -358,10 +365,18 @@ int train_command(int argc, char** argv, int first) {
   // --progress-thread-us auto: across hosts a bucket's messages take many layers' time, and moving them
   // only at layer boundaries hid 18% of resnet18's all-reduce at 1 Gbit/s, a thread every 500 us 91%
   // (docs/BENCHMARKS.md); on one host the shared-memory all-reduce needs no thread.
-  if (progress_auto) {
-    auto* mpi = dynamic_cast<dist::MpiCommunicator*>(&dp_comm);
-    if (mpi && mpi->hosts() > 1) config.reducer.progress_interval_s = 500e-6;
-  }
+  auto* dp_mpi = dynamic_cast<dist::MpiCommunicator*>(&dp_comm);
+  const int dp_hosts = dp_mpi ? dp_mpi->hosts() : 1;
+  if (progress_auto && dp_hosts > 1) config.reducer.progress_interval_s = 500e-6;
+  // Neither --shard-optimizer nor --no-shard-optimizer: sharded where it is known to pay (train/shard_policy.h).
+  train::ShardContext shard_context;
+  shard_context.dp_ranks = dp_comm.size();
+  shard_context.dp_hosts = dp_hosts;
+  shard_context.algorithm = mpi_options.algorithm;
+  shard_context.calibration_file = !opt.str("allreduce-calibration").empty();
+  shard_context.grad_comm = config.grad_comm;
+  config.shard_optimizer = train::shard_optimizer(shard_request, shard_context);
+  const bool shard_auto = config.shard_optimizer && shard_request == train::ShardRequest::Auto;
   data::Dataset dataset = data::load_dataset(opt.str("data"));
   train::MeasuredCut measured;  // --pp-balance time: the cut from node times measured on the stages' ranks
   if (pp > 1 && pp_split.empty() && pp_balance == "time") {
@@ -419,7 +434,11 @@ int train_command(int argc, char** argv, int first) {
                                                    " us" + (progress_auto ? " (auto: the group spans hosts)" : "")
                                              : std::string()) +
                                         (config.grad_comm != "fp32" ? ", gradients in " + config.grad_comm : std::string()) +
-                                        (config.shard_optimizer ? ", optimizer state sharded" : "")
+                                        (config.shard_optimizer ? std::string(", optimizer state sharded") +
+                                                                    (shard_auto ? " (auto: 2 data-parallel ranks on one host; "
+                                                                                  "--no-shard-optimizer keeps it whole)"
+                                                                                : "")
+                                                              : std::string())
                                   : std::string())
               << std::endl;
 
@@ -442,7 +461,7 @@ int train_command(int argc, char** argv, int first) {
                                                     "tp 0 of " + std::to_string(grid->tp()) + ")"
                                               : "rank 0") +
                                             (config.shard_optimizer && dp_comm.size() > 1
-                                                 ? " before --shard-optimizer cuts the optimizer state (below)"
+                                                 ? " before sharding cuts the optimizer state (below)"
                                                  : ""),
                                         model->activation_floats() * sizeof(float));
       if (*std::min_element(held.begin(), held.end()) != *std::max_element(held.begin(), held.end())) {
