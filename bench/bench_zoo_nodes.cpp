@@ -3,11 +3,15 @@
 // model's own graph, one thread, synthetic data); the precisions' models alternate round by round, so the
 // load of a shared machine hits them alike; the figures are medians over the rounds.
 //
-//   bench_zoo_nodes --model vit [--precisions fp32,bf16] [--batch 64] [--rounds 7] [--repeats 3] [--nodes]
+//   bench_zoo_nodes --model vit [--precisions fp32,bf16] [--batch 64] [--rounds 7] [--repeats 3] [--isa L] [--nodes]
+//
+// --isa: the kernels' level (default: this CPU's best, or RINGTRAIN_ISA); an unknown option, or one without
+// its value, stops the run with an error (a misspelt option must not run the defaults).
 //
 // Prints, per kind of layer (conv, depthwise conv, linear, attention core, layer norm, ...), the summed
 // median time in ms per step for each precision and each precision's speed-up over the first; --nodes
 // adds one row per node.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "ringtrain/core/error.h"
 #include "ringtrain/nn/layer_description.h"
 #include "ringtrain/nn/models/zoo.h"
 #include "ringtrain/nn/node_timing.h"
@@ -54,7 +59,21 @@ std::string kind_of(const nn::Layer& layer) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// Every argument is --nodes or one of the valued options followed by its value.
+void check_arguments(int argc, char** argv) {
+  const std::vector<std::string> valued = {"--model", "--precisions", "--batch", "--rounds", "--repeats", "--isa"};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--nodes") continue;
+    if (std::find(valued.begin(), valued.end(), a) == valued.end())
+      throw Error("unknown option '" + a + "' (see the comment at the top of bench/bench_zoo_nodes.cpp)");
+    if (i + 1 >= argc) throw Error(a + " needs a value");
+    ++i;
+  }
+}
+
+int run(int argc, char** argv) {
+  check_arguments(argc, argv);
   const std::string name = arg(argc, argv, "--model", "vit");
   const int batch = std::atoi(arg(argc, argv, "--batch", "64")), rounds = std::atoi(arg(argc, argv, "--rounds", "7")),
             repeats = std::atoi(arg(argc, argv, "--repeats", "3"));
@@ -66,7 +85,7 @@ int main(int argc, char** argv) {
     rest = comma == std::string::npos ? "" : list.substr(comma + 1);
     precs.push_back(ops::parse_precision(list.substr(0, comma)));
   }
-  const ops::IsaLevel level = ops::default_isa();
+  const ops::IsaLevel level = ops::parse_isa(arg(argc, argv, "--isa", ops::isa_name(ops::default_isa())));
   std::vector<std::unique_ptr<nn::Model>> models;
   for (std::size_t p = 0; p < precs.size(); ++p) {
     models.push_back(nn::make_model(name));
@@ -109,4 +128,13 @@ int main(int argc, char** argv) {
   for (const auto& [kind, ms] : kinds) row(kind, ms);
   row("all nodes", total);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_zoo_nodes: %s\n", e.what());
+    return 1;
+  }
 }
