@@ -9,7 +9,7 @@ OUT=build-fuzz
 mkdir -p "$OUT"
 FLAGS=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc)
 clang++ "${FLAGS[@]}" tests/fuzz/fuzz_idx.cpp src/ringtrain/data/idx.cpp src/ringtrain/data/byte_source.cpp \
-  src/ringtrain/data/atomic_file.cpp -lz -o "$OUT/fuzz_idx"
+  src/ringtrain/data/gzip_whole.cpp src/ringtrain/data/atomic_file.cpp -lz -ldeflate -o "$OUT/fuzz_idx"
 clang++ "${FLAGS[@]}" tests/fuzz/fuzz_safetensors.cpp src/ringtrain/train/safetensors.cpp \
   src/ringtrain/core/tensor.cpp src/ringtrain/core/json_error.cpp -o "$OUT/fuzz_safetensors"
 python3 tests/fuzz/make_seeds.py "$OUT/seeds"

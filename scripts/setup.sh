@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what ringtrain needs from Debian's packages and builds it (Release) in ./build.
 #
-#   scripts/setup.sh          building and training: compilers, CMake, OpenMPI, zlib, libpng, CLI11,
+#   scripts/setup.sh          building and training: compilers, CMake, OpenMPI, zlib, libdeflate, libpng, CLI11,
 #                             nlohmann-json, protobuf + the ONNX schema (`ringtrain export`), curl (`data prepare`)
 #   scripts/setup.sh --dev    the above plus what the tests and benchmarks use: GoogleTest, Google Benchmark,
 #                             clang/libFuzzer, tmux and bc (CLI tests), iproute2 (emulated hosts, tests/net),
@@ -24,7 +24,7 @@ done
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
-  zlib1g-dev libpng-dev
+  zlib1g-dev libdeflate-dev libpng-dev
   libopenmpi-dev openmpi-bin
   libcli11-dev nlohmann-json3-dev
   libprotobuf-dev libonnx-dev      # `ringtrain export --onnx` (Debian's protobuf and the ONNX schema)

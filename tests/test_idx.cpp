@@ -11,6 +11,7 @@
 
 #include "ringtrain/core/error.h"
 #include "ringtrain/core/rng.h"
+#include "ringtrain/data/gzip_whole.h"
 #include "ringtrain/data/idx.h"
 
 namespace fs = std::filesystem;
@@ -179,6 +180,29 @@ TEST_F(Idx, ConcatenatedGzipMembersAreOneStream) {
   write_bytes(path("two-members.gz"), both);
   IdxArray a = read_idx(path("two-members.gz"));
   EXPECT_EQ(a.data, Bytes(raw.begin() + 12, raw.end()));
+}
+
+// The one-shot decoder behind single-member files (data/gzip_whole.h) takes only the simple case: one
+// member of exactly the expected size, every byte used; the rest is left to the streaming reader, whose
+// errors the tests below check.
+TEST_F(Idx, WholeGzipDecoderTakesOnlySingleMembersOfTheExpectedSize) {
+  const Bytes raw = idx_bytes({100, 7}), gz = gzip(raw);
+  Bytes out(raw.size());
+  EXPECT_TRUE(inflate_whole_gzip(gz.data(), gz.size(), out.data(), out.size()));
+  EXPECT_EQ(out, raw);
+  EXPECT_FALSE(inflate_whole_gzip(gz.data(), gz.size(), out.data(), out.size() - 1)) << "output too small";
+  Bytes bigger(raw.size() + 1);
+  EXPECT_FALSE(inflate_whole_gzip(gz.data(), gz.size(), bigger.data(), bigger.size())) << "short output";
+  Bytes two = gzip(Bytes(raw.begin(), raw.begin() + 300)), rest = gzip(Bytes(raw.begin() + 300, raw.end()));
+  two.insert(two.end(), rest.begin(), rest.end());
+  EXPECT_FALSE(inflate_whole_gzip(two.data(), two.size(), out.data(), out.size())) << "two members";
+  Bytes garbage = gz;
+  garbage.push_back('x');
+  EXPECT_FALSE(inflate_whole_gzip(garbage.data(), garbage.size(), out.data(), out.size())) << "trailing bytes";
+  Bytes bad_crc = gz;
+  bad_crc[bad_crc.size() - 8] ^= 0x5a;
+  EXPECT_FALSE(inflate_whole_gzip(bad_crc.data(), bad_crc.size(), out.data(), out.size())) << "bad CRC";
+  EXPECT_FALSE(inflate_whole_gzip(gz.data(), gz.size() / 2, out.data(), out.size())) << "truncated";
 }
 
 TEST_F(Idx, ParseFromMemoryMatchesFile) {
