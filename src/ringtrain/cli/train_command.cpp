@@ -537,7 +537,7 @@ int train_command(int argc, char** argv, int first) {
                   result.grad_wait_ms_per_step, how.c_str(), result.gradient_buckets, result.allreduce_ms_per_step);
     }
     if (trainer.sharded())
-      std::printf("parameter all-gather %.3f ms/step after the optimizer (--shard-optimizer)\n", result.param_gather_ms_per_step);
+      std::printf("parameter all-gather %.3f ms/step after the optimizer (optimizer state sharded)\n", result.param_gather_ms_per_step);
     if (dp_comm.size() > 1) {
       // Rank 0's own count (ranks of halving-doubling's fold, or of hier, send different amounts).
       std::printf("all-reduce bytes per step: %.0f sent by rank 0 (gradients in %s%s)", result.allreduce_bytes_per_step,
