@@ -211,18 +211,28 @@ std::optional<IdxArray> parse_whole_gzip(const uint8_t* bytes, std::size_t size,
   return out;
 }
 
+// The file's `size` bytes mapped read-only, unmapped when the last copy of the pointer goes.
+std::shared_ptr<const uint8_t> map_read_only(const std::string& path, std::size_t size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  check(fd >= 0, path + ": cannot open for mapping");
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  check(p != MAP_FAILED, path + ": cannot map into memory");
+  return std::shared_ptr<const uint8_t>(static_cast<const uint8_t*>(p),
+                                        [size](const uint8_t* q) { ::munmap(const_cast<uint8_t*>(q), size); });
+}
+
 // The same for a file: mapped read-only for the decompressor (nullopt where it cannot be mapped).
 std::optional<IdxArray> read_whole_gzip(const std::string& path, uint64_t size) {
   if (size < 18) return std::nullopt;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  void* p = ::mmap(nullptr, std::size_t(size), PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (p == MAP_FAILED) return std::nullopt;
-  ::madvise(p, std::size_t(size), MADV_SEQUENTIAL);
-  std::optional<IdxArray> out = parse_whole_gzip(static_cast<const uint8_t*>(p), std::size_t(size), path);
-  ::munmap(p, std::size_t(size));
-  return out;
+  std::shared_ptr<const uint8_t> bytes;
+  try {
+    bytes = map_read_only(path, std::size_t(size));
+  } catch (const Error&) {
+    return std::nullopt;  // the streaming reader then opens it and reports what is wrong
+  }
+  ::madvise(const_cast<uint8_t*>(bytes.get()), std::size_t(size), MADV_SEQUENTIAL);
+  return parse_whole_gzip(bytes.get(), std::size_t(size), path);
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -293,18 +303,13 @@ MappedIdx map_idx(const std::string& path) {
     out.keep_alive = owned;
     return out;
   }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  check(fd >= 0, path + ": cannot open for mapping");
-  void* p = ::mmap(nullptr, std::size_t(file.size()), PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  check(p != MAP_FAILED, path + ": cannot map into memory");
   const std::size_t size = std::size_t(file.size());
-  std::shared_ptr<const void> mapping(p, [size](const void* q) { ::munmap(const_cast<void*>(q), size); });
-  const uint8_t* bytes = static_cast<const uint8_t*>(p);
+  const std::shared_ptr<const uint8_t> mapping = map_read_only(path, size);
+  const uint8_t* bytes = mapping.get();
   MemorySource mem(bytes, size);
   // The header is validated against the file's size exactly as read_idx does; the payload stays mapped.
   IdxArray header = parse_stream(mem, path, size, false, true);
-  ::madvise(p, size, MADV_WILLNEED);
+  ::madvise(const_cast<uint8_t*>(bytes), size, MADV_WILLNEED);
   out.dims = header.dims;
   out.data = bytes + 4 + 4 * header.dims.size();
   out.keep_alive = mapping;
