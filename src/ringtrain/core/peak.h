@@ -122,4 +122,12 @@ inline double fp32_peak_gflops() {
   return 0.0;
 }
 
+// The fp32 peak of the kernels of one vector width, for a run forced to a level below the CPU's best
+// (`--isa avx2` on an AVX-512 CPU runs at most at the ymm FMA rate): avx512 = the zmm loop, else the ymm
+// loop; 0 where the CPU lacks it.
+inline double fp32_peak_gflops_of(bool avx512) {
+  if (avx512) return cpu_has("avx512f") ? measure_gflops(fma_avx512_loop, kFmaAvx512Flop) : 0.0;
+  return cpu_has("avx2") ? measure_gflops(fma_avx2_loop, kFmaAvx2Flop) : 0.0;
+}
+
 }  // namespace ringtrain::bench

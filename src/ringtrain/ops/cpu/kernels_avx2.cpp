@@ -17,7 +17,7 @@ namespace {
 using V = VecAvx2;
 // Register-block sizes (outputs per tile): see docs/KERNELS.md for how they were chosen.
 struct Cfg {
-  static constexpr int fwd_kb = 2, fwd_qb = 2, bwd_data_cb = 1, bwd_data_qb = 4, bwd_weight_kb = 1, bwd_weight_qb = 4, gemm_mr = 6, gemm_nv = 2, gemm_kc = 256, conv_mr = 4, conv_nv = 3, ig_mr = 6, ig_nv = 2, ig_tc = 256;
+  static constexpr int fwd_kb = 3, fwd_qb = 2, bwd_data_cb = 2, bwd_data_qb = 2, bwd_weight_kb = 2, bwd_weight_qb = 1, gemm_mr = 6, gemm_nv = 2, gemm_kc = 256, conv_mr = 4, conv_nv = 3, ig_mr = 6, ig_nv = 2, ig_tc = 256;
 };
 
 #include "ringtrain/ops/cpu/kernels_impl.inc"
