@@ -1,7 +1,9 @@
 // Every op pass of a LeNet-5 step at batch 256 on one thread (Google Benchmark): GFLOP/s from the op's
-// own multiply-add count and % of this core's measured fp32 peak (bench/peak.h), with oneDNN's figure
-// beside each convolution pass (oneDNN in its preferred layouts, primitives and data prepared outside
-// the timing). Validates every kernel against the reference (and oneDNN against ringtrain) first.
+// own multiply-add count and % of this core's measured fp32 peak (bench/peak.h), with oneDNN's and LIBXSMM's
+// figures beside each convolution pass (each rival in its own preferred layouts, its primitives or layers and
+// data prepared outside the timing; LIBXSMM 1.17 fuses no bias, so its LeNet passes leave the bias out, and
+// it has no grouped convolutions: "LIBXSMM: no kernel for ..."). Validates every kernel against the reference
+// (and each rival against ringtrain) first. A rival is built only where its Debian package is found.
 //
 //   bench_ops [--batch 256] [Google Benchmark flags, e.g. --benchmark_filter=conv2]
 //   RINGTRAIN_ISA=avx2 bench_ops     (another kernel level; default: the best this CPU runs)
@@ -10,10 +12,15 @@
 //                                       resnet18's stem max-pool in GB/s and % of a copy's bandwidth)
 //   bench_ops --zoo-bf16 [--reps 15] [--zoo-filter resnet18]   (only the zoo's conv passes: fp32, bf16 and bf16's rounding fallback
 //                                       side by side, medians of alternating timings, then exit)
+//   bench_ops --zoo-rivals [--reps 15] [--zoo-filter resnet18]   (only the zoo's conv passes: ringtrain's fp32
+//                                       kernels at the default level or RINGTRAIN_ISA's, oneDNN and LIBXSMM side by
+//                                       side, validated, medians of round-robin timings as a markdown table, then exit.
+//                                       The rivals pick their own ISA: LIBXSMM_TARGET=hsw and ONEDNN_MAX_CPU_ISA=AVX2
+//                                       hold them to AVX2)
 //
 // Ends with the issue-3 comparison: the five convolution passes of a step (conv1 forward and
-// backward-weight, conv2 forward, backward-data and backward-weight), ringtrain vs oneDNN, as the
-// median of 15 alternating timings of each side. All times are CPU time (Google Benchmark's "CPU"
+// backward-weight, conv2 forward, backward-data and backward-weight), ringtrain vs oneDNN and LIBXSMM, as
+// the median of 15 round-robin timings of each side. All times are CPU time (Google Benchmark's "CPU"
 // column; the peak too), which on a quiet machine equals wall time and on a shared one excludes
 // the time other processes took.
 #include <benchmark/benchmark.h>
@@ -21,12 +28,15 @@
 #include <algorithm>
 #include <time.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -40,6 +50,9 @@
 #include "ringtrain/ops/lowp.h"
 #ifdef RINGTRAIN_HAVE_DNNL
 #include "ringtrain/ops/dnnl/conv_dnnl.h"
+#endif
+#ifdef RINGTRAIN_HAVE_XSMM
+#include "ringtrain/ops/xsmm/conv_xsmm.h"
 #endif
 
 using namespace ringtrain;
@@ -138,23 +151,24 @@ void add_bytes(const std::string& name, double bytes, double bw, std::function<v
   })->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 }
 
-// Median of `reps` alternating timings of a and b (seconds per call each), in process CPU time (so
-// a shared machine's other load does not count, and any helper thread oneDNN starts does).
-std::pair<double, double> alternate(const std::function<void()>& a, const std::function<void()>& b, int reps = 15) {
-  std::vector<double> ta, tb;
-  auto time = [](const std::function<void()>& f) {
-    const double t0 = process_cpu_seconds();
-    f();
-    return process_cpu_seconds() - t0;
-  };
-  a(), b();
-  for (int r = 0; r < reps; ++r) {
-    ta.push_back(time(a));
-    tb.push_back(time(b));
+// The median of `reps` round-robin timings of each of fns (seconds per call), after one warm-up call each, in
+// process CPU time (so a shared machine's other load does not count, and any helper thread a rival starts
+// does). Round robin: every side sees the same minutes of the machine.
+std::vector<double> round_robin(const std::vector<std::function<void()>>& fns, int reps = 15) {
+  std::vector<std::vector<double>> t(fns.size());
+  for (const auto& f : fns) f();
+  for (int r = 0; r < reps; ++r)
+    for (std::size_t i = 0; i < fns.size(); ++i) {
+      const double t0 = process_cpu_seconds();
+      fns[i]();
+      t[i].push_back(process_cpu_seconds() - t0);
+    }
+  std::vector<double> med;
+  for (auto& ti : t) {
+    std::sort(ti.begin(), ti.end());
+    med.push_back(ti[reps / 2]);
   }
-  std::sort(ta.begin(), ta.end());
-  std::sort(tb.begin(), tb.end());
-  return {ta[reps / 2], tb[reps / 2]};
+  return med;
 }
 
 double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -162,6 +176,100 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   for (std::size_t i = 0; i < a.size(); ++i) scale = std::max(scale, double(std::fabs(b[i])));
   for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(double(a[i]) - b[i]) / scale);
   return worst;
+}
+
+// One rival library's layer for one conv shape, its data set from a ConvData, its passes behind std::function
+// so that every mode treats oneDNN and LIBXSMM (each built only where its package was found) alike.
+struct Rival {
+  const char* library = "";     // "oneDNN" or "LIBXSMM"
+  std::string implementation;   // what runs, in the library's words
+  std::string no_kernel;        // why not, where the library has no kernel for the shape (or is not built)
+  bool bias = false;            // whether its forward adds the bias and its backward-weight makes dbias
+  std::function<void()> pass[3];  // forward, backward_data, backward_weight
+  // Runs the three passes and converts their results to the plain layouts: y, dx, dw.
+  std::function<void(std::vector<float>&, std::vector<float>&, std::vector<float>&)> results;
+  explicit operator bool() const { return bool(pass[0]); }
+};
+
+const char* const kPassNames[3] = {"forward", "backward_data", "backward_weight"};
+
+// A rival from make() (a shared_ptr to a conv layer with the dnnl_rival / xsmm_rival interface), or one that
+// says why it has no kernel: its constructor's exception (ringtrain::Error, or oneDNN's dnnl::error).
+template <typename Make>
+Rival make_rival(const char* library, bool bias, Make make, const ConvData& c) {
+  Rival r;
+  r.library = library;
+  r.bias = bias;
+  try {
+    auto conv = make();
+    conv->set_input(c.x.data());
+    conv->set_weight(c.w.data(), c.b.data());
+    conv->set_dout(c.dy.data());
+    r.implementation = conv->implementation();
+    r.pass[0] = [conv] { conv->forward(); };
+    r.pass[1] = [conv] { conv->backward_data(); };
+    r.pass[2] = [conv] { conv->backward_weight(); };
+    r.results = [conv, K = c.s.K](std::vector<float>& y, std::vector<float>& dx, std::vector<float>& dw) {
+      std::vector<float> db(K);  // dbias where the rival makes one; not compared (ringtrain's tests cover it)
+      conv->forward(), conv->backward_data(), conv->backward_weight();
+      conv->get_output(y.data()), conv->get_dinp(dx.data()), conv->get_dweight(dw.data(), db.data());
+    };
+  } catch (const std::exception& e) {  // ringtrain::Error says "LIBXSMM: no kernel for ...", dnnl::error less
+    const std::string what = e.what();
+    r.no_kernel = what.rfind(library, 0) == 0 ? what : std::string(library) + ": no kernel: " + what;
+  }
+  return r;
+}
+
+// A rival this build lacks (its Debian package was not found at configure time).
+[[maybe_unused]] Rival not_built(const char* library, const char* package) {
+  Rival r;
+  r.library = library;
+  r.no_kernel = std::string(library) + " not built (" + package + " missing)";
+  return r;
+}
+
+// The rivals for c's shape, always oneDNN then LIBXSMM (a library not built says so in no_kernel). bias: give
+// oneDNN the bias (LeNet's convs); LIBXSMM 1.17 fuses none, so it never has one.
+std::vector<Rival> rivals_for(const ConvData& c, bool bias) {
+  std::vector<Rival> r;
+#ifdef RINGTRAIN_HAVE_DNNL
+  r.push_back(make_rival("oneDNN", bias, [&] { return std::make_shared<ops::dnnl_rival::Conv2d>(c.s, bias); }, c));
+#else
+  r.push_back(not_built("oneDNN", "libdnnl-dev"));
+#endif
+#ifdef RINGTRAIN_HAVE_XSMM
+  r.push_back(make_rival("LIBXSMM", false, [&] { return std::make_shared<ops::xsmm_rival::Conv2d>(c.s); }, c));
+#else
+  r.push_back(not_built("LIBXSMM", "libxsmm-dev"));
+#endif
+  return r;
+}
+
+// Max |rival - ringtrain| / max |ringtrain| of the three passes, ringtrain's kernels k run on c's data (with
+// c's bias where the rival has one). Overwrites c's outputs.
+std::array<double, 3> rival_diffs(const Rival& r, ConvData& c, const ops::KernelTable& k) {
+  std::vector<float> y(c.y.size()), dx(c.x.size()), dw(c.w.size());
+  r.results(y, dx, dw);
+  k.conv2d_forward(c.y.data(), c.x.data(), c.w.data(), r.bias ? c.b.data() : nullptr, c.s);
+  k.conv2d_backward_data(c.dx.data(), c.dy.data(), c.w.data(), c.s);
+  k.conv2d_backward_weight(c.dw.data(), r.bias ? c.db.data() : nullptr, c.dy.data(), c.x.data(), c.s);
+  return {max_rel_diff(y, c.y), max_rel_diff(dx, c.dx), max_rel_diff(dw, c.dw)};
+}
+
+// Builds the rivals for one shape and prints, for each, its validation line or the line saying it has no kernel.
+std::vector<Rival> validated_rivals(const char* name, ConvData& c, const ops::KernelTable& k, bool bias) {
+  std::vector<Rival> rivals = rivals_for(c, bias);
+  for (const Rival& r : rivals) {
+    if (!r) {
+      std::printf("%s [%s]\n", r.no_kernel.c_str(), name);
+      continue;
+    }
+    const auto d = rival_diffs(r, c, k);
+    std::printf("validation %s vs ringtrain (%s%s): forward %.1e, backward-data %.1e, backward-weight %.1e\n",
+                r.library, name, r.bias ? "" : ", no bias", d[0], d[1], d[2]);
+  }
+  return rivals;
 }
 
 // The zoo's conv passes at fp32, bf16 (vdpbf16ps where the CPU has AVX512_BF16) and bf16's rounding fallback
@@ -218,6 +326,87 @@ int zoo_bf16_side_by_side(int reps, const char* filter) {
   return 0;
 }
 
+// Each rival's implementation names, each distinct one once with the shapes it runs for.
+void print_implementations(const std::vector<std::pair<const char*, std::vector<Rival>>>& shapes) {
+  for (std::size_t i = 0; !shapes.empty() && i < shapes[0].second.size(); ++i) {
+    std::map<std::string, std::string> where;  // implementation -> the shapes it runs for
+    for (const auto& [name, rivals] : shapes) {
+      if (!rivals[i]) continue;
+      std::string& names = where[rivals[i].implementation];
+      names += (names.empty() ? "" : ", ") + std::string(name);
+    }
+    for (const auto& [impl, names] : where)
+      std::printf("%s: %s\n  (%s)\n", shapes[0].second[i].library, impl.c_str(), names.c_str());
+  }
+}
+
+// The zoo's conv passes, ringtrain's fp32 kernels (the default ISA level, or RINGTRAIN_ISA's) against oneDNN and
+// LIBXSMM, each rival in its preferred layouts with no bias (as the zoo's ringtrain passes), validated, then timed
+// round-robin `reps` times in one run (process CPU time, medians): a markdown table, "no kernel" where a rival
+// has none. The rivals choose their ISA themselves (ONEDNN_MAX_CPU_ISA, LIBXSMM_TARGET).
+int zoo_rivals_side_by_side(int reps, const char* filter) {
+  const ops::KernelTable& k = ops::kernels_for(ops::default_isa());
+  std::printf("zoo conv passes, batch %d, one thread; ringtrain %s fp32 vs oneDNN and LIBXSMM (no bias, each in\n"
+              "its preferred layouts, converted outside the timing); medians of %d round-robin timings (process CPU "
+              "time)\n",
+              g_zoo_batch, ops::isa_name(k.level), reps);
+#ifdef RINGTRAIN_HAVE_DNNL
+  std::printf("oneDNN ISA: %s\n", ops::dnnl_rival::effective_isa().c_str());
+#endif
+#ifdef RINGTRAIN_HAVE_XSMM
+  std::printf("LIBXSMM target: %s\n", ops::xsmm_rival::target_arch().c_str());
+#endif
+  std::vector<std::unique_ptr<ConvData>> data;
+  std::vector<std::pair<const char*, std::vector<Rival>>> shapes;
+  for (const ZooShape& z : zoo_shapes()) {
+    if (filter && !std::strstr(z.name, filter)) continue;
+    data.push_back(std::make_unique<ConvData>(z.s, false));
+    shapes.emplace_back(z.name, validated_rivals(z.name, *data.back(), k, false));
+  }
+  print_implementations(shapes);
+
+  std::printf("\n| shape | pass | ours us | oneDNN us | LIBXSMM us | oneDNN/ours | LIBXSMM/ours |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|\n");
+  double ours_sum[2] = {0, 0}, rival_sum[2] = {0, 0};  // per rival, over the rows it ran
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    ConvData& c = *data[i];
+    const std::vector<Rival>& rivals = shapes[i].second;
+    for (int pass = 0; pass < 3; ++pass) {
+      std::vector<std::function<void()>> fns = {[&, pass] {
+        if (pass == 0) k.conv2d_forward(c.y.data(), c.x.data(), c.w.data(), nullptr, c.s);
+        if (pass == 1) k.conv2d_backward_data(c.dx.data(), c.dy.data(), c.w.data(), c.s);
+        if (pass == 2) k.conv2d_backward_weight(c.dw.data(), nullptr, c.dy.data(), c.x.data(), c.s);
+      }};
+      for (const Rival& r : rivals)
+        if (r) fns.push_back(r.pass[pass]);
+      const std::vector<double> med = round_robin(fns, reps);
+      std::string times, ratios;
+      char buf[64];
+      for (std::size_t j = 0, m = 1; j < rivals.size(); ++j) {
+        if (!rivals[j]) {
+          const bool built = rivals[j].no_kernel.find("not built") == std::string::npos;
+          times += built ? " no kernel |" : " not built |", ratios += " - |";
+          continue;
+        }
+        std::snprintf(buf, sizeof buf, " %.1f |", med[m] * 1e6), times += buf;
+        std::snprintf(buf, sizeof buf, " %.2f |", med[m] / med[0]), ratios += buf;
+        ours_sum[j] += med[0], rival_sum[j] += med[m];
+        ++m;
+      }
+      std::printf("| %s | %s | %.1f |%s%s\n", shapes[i].first, kPassNames[pass], med[0] * 1e6, times.c_str(),
+                  ratios.c_str());
+    }
+  }
+  std::printf("\n");
+  for (int j = 0; j < 2 && !shapes.empty(); ++j)
+    if (rival_sum[j] > 0) {
+      const char* lib = shapes[0].second[j].library;
+      std::printf("%s, sums over the rows it ran: ours %.1f us, %s %.1f us, %s/ours %.2f\n", lib, ours_sum[j] * 1e6,
+                  lib, rival_sum[j] * 1e6, lib, rival_sum[j] / ours_sum[j]);
+    }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -231,14 +420,15 @@ int main(int argc, char** argv) {
   g_k = &ops::kernels_for(ops::default_isa(), precision);
   g_peak = bench::fp32_peak_gflops();
   for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--zoo-bf16") == 0) {
+    if (std::strcmp(argv[i], "--zoo-bf16") == 0 || std::strcmp(argv[i], "--zoo-rivals") == 0) {
       int reps = 15;
       const char* filter = nullptr;
       for (int j = 1; j + 1 < argc; ++j) {
-        if (std::strcmp(argv[j], "--reps") == 0) reps = std::atoi(argv[j + 1]);
+        if (std::strcmp(argv[j], "--reps") == 0) reps = std::max(1, std::atoi(argv[j + 1]));
         if (std::strcmp(argv[j], "--zoo-filter") == 0) filter = argv[j + 1];
       }
-      return zoo_bf16_side_by_side(reps, filter);
+      return std::strcmp(argv[i], "--zoo-bf16") == 0 ? zoo_bf16_side_by_side(reps, filter)
+                                                     : zoo_rivals_side_by_side(reps, filter);
     }
   std::printf("ringtrain kernels: %s %s, batch %d, one thread; measured fp32 peak of this core: %.1f GFLOP/s\n",
               ops::isa_name(g_k->level), ops::precision_name(precision), g_batch, g_peak);
@@ -286,37 +476,26 @@ int main(int argc, char** argv) {
                                   c2.w.data(), c2.s);
     });
   }
-#ifdef RINGTRAIN_HAVE_DNNL
-  static ops::dnnl_rival::Conv2d d1(c1.s), d2(c2.s);
-  for (auto [d, c] : {std::pair{&d1, &c1}, std::pair{&d2, &c2}}) {
-    d->set_input(c->x.data());
-    d->set_weight(c->w.data(), c->b.data());
-    d->set_dout(c->dy.data());
+  // ---- the rivals' LeNet passes (oneDNN with the bias, LIBXSMM without: it fuses none), validated first ----
+  static const std::vector<Rival> r1 = validated_rivals("conv1", c1, k, true);
+  static const std::vector<Rival> r2 = validated_rivals("conv2", c2, k, true);
+  for (std::size_t i = 0; i < r1.size(); ++i) {
+    const std::string lib = r1[i].library;
+    if (r1[i]) {
+      std::printf("%s %s\n  (conv1: %s)\n", lib.c_str(), r2[i] ? r2[i].implementation.c_str() : "-",
+                  r1[i].implementation.c_str());
+      add(lib + " conv1/forward", m1, r1[i].pass[0]);
+      add(lib + " conv1/backward_weight", m1, r1[i].pass[2]);
+    }
+    if (r2[i]) {
+      add(lib + " conv2/forward", m2, r2[i].pass[0]);
+      add(lib + " conv2/backward_data", m2, r2[i].pass[1]);
+      add(lib + " conv2/backward_weight", m2, r2[i].pass[2]);
+    }
   }
-  {
-    std::vector<float> y(c2.y.size()), dx(c2.x.size()), dw(c2.w.size()), db(c2.b.size());
-    d2.forward(), d2.backward_data(), d2.backward_weight();
-    d2.get_output(y.data()), d2.get_dinp(dx.data()), d2.get_dweight(dw.data(), db.data());
-    k.conv2d_forward(c2.y.data(), c2.x.data(), c2.w.data(), c2.b.data(), c2.s);
-    k.conv2d_backward_data(c2.dx.data(), c2.dy.data(), c2.w.data(), c2.s);
-    k.conv2d_backward_weight(c2.dw.data(), c2.db.data(), c2.dy.data(), c2.x.data(), c2.s);
-    std::printf("oneDNN %s\n  (conv1: %s)\nvalidation oneDNN vs ringtrain (conv2): forward %.1e, backward-data %.1e, "
-                "backward-weight %.1e\n",
-                d2.implementation().c_str(), d1.implementation().c_str(), max_rel_diff(y, c2.y),
-                max_rel_diff(dx, c2.dx), max_rel_diff(dw, c2.dw));
-  }
-  add("oneDNN conv1/forward", m1, [&] { d1.forward(); });
-  add("oneDNN conv1/backward_weight", m1, [&] { d1.backward_weight(); });
-  add("oneDNN conv2/forward", m2, [&] { d2.forward(); });
-  add("oneDNN conv2/backward_data", m2, [&] { d2.backward_data(); });
-  add("oneDNN conv2/backward_weight", m2, [&] { d2.backward_weight(); });
-#endif
 
-  // ---- the zoo's convolutions (batch g_zoo_batch): the three passes, oneDNN beside where it has groups 1 ----
+  // ---- the zoo's convolutions (batch g_zoo_batch): the three passes, the rivals beside where they have kernels ----
   static std::vector<std::unique_ptr<ConvData>> zoo;
-#ifdef RINGTRAIN_HAVE_DNNL
-  static std::vector<std::unique_ptr<ops::dnnl_rival::Conv2d>> zoo_dnnl;
-#endif
   for (const ZooShape& z : zoo_shapes()) {
     zoo.push_back(std::make_unique<ConvData>(z.s, false));
     ConvData* c = zoo.back().get();
@@ -339,18 +518,10 @@ int main(int argc, char** argv) {
     add(name + "/backward_data", f, [c, &k] { k.conv2d_backward_data(c->dx.data(), c->dy.data(), c->w.data(), c->s); });
     add(name + "/backward_weight", f,
         [c, &k] { k.conv2d_backward_weight(c->dw.data(), nullptr, c->dy.data(), c->x.data(), c->s); });
-#ifdef RINGTRAIN_HAVE_DNNL
-    if (c->s.groups == 1) {
-      zoo_dnnl.push_back(std::make_unique<ops::dnnl_rival::Conv2d>(c->s));
-      ops::dnnl_rival::Conv2d* d = zoo_dnnl.back().get();
-      d->set_input(c->x.data());
-      d->set_weight(c->w.data(), c->b.data());
-      d->set_dout(c->dy.data());
-      add("oneDNN " + name + "/forward", f, [d] { d->forward(); });
-      add("oneDNN " + name + "/backward_data", f, [d] { d->backward_data(); });
-      add("oneDNN " + name + "/backward_weight", f, [d] { d->backward_weight(); });
-    }
-#endif
+    // No bias for the rivals either, as ringtrain's zoo passes above.
+    for (const Rival& r : validated_rivals(z.name, *c, k, false))
+      for (int pass = 0; r && pass < 3; ++pass)
+        add(std::string(r.library) + " " + name + "/" + kPassNames[pass], f, r.pass[pass]);
   }
 
   // ---- linear layers, activations, pooling, loss ----
@@ -453,30 +624,38 @@ int main(int argc, char** argv) {
                                 c2.w.data(), c2.s);
   };
   const double flop5 = 2 * m1 + 3 * m2;
-#ifdef RINGTRAIN_HAVE_DNNL
-  auto dnnl5 = [&] {
-    d1.forward(), d1.backward_weight();
-    d2.forward(), d2.backward_data(), d2.backward_weight();
+  // The rivals that have all five passes, each as one call (LIBXSMM without the bias: it fuses none).
+  std::vector<std::pair<std::string, std::function<void()>>> rivals5;
+  for (std::size_t i = 0; i < r1.size(); ++i)
+    if (r1[i] && r2[i])
+      rivals5.emplace_back(std::string(r1[i].library) + (r1[i].bias ? "" : " (no bias)"), [&r = r1, &q = r2, i] {
+        r[i].pass[0](), r[i].pass[2]();
+        q[i].pass[0](), q[i].pass[1](), q[i].pass[2]();
+      });
+  auto timed_with_rivals = [&](const std::function<void()>& ours) {
+    std::vector<std::function<void()>> fns = {ours};
+    for (const auto& r : rivals5) fns.push_back(r.second);
+    return round_robin(fns);
   };
-  auto [t_ours, t_dnnl] = alternate(ours_unfused, dnnl5);
-  std::printf("\nfive conv passes, batch %d, median of 15 alternating runs (CPU time):\n", g_batch);
-  std::printf("  ringtrain (%s, unfused)  %8.1f us = %.2f us/sample, %5.1f GFLOP/s, %4.1f%% of peak\n",
-              ops::isa_name(k.level), t_ours * 1e6, t_ours * 1e6 / g_batch, flop5 / t_ours * 1e-9,
-              flop5 / t_ours * 1e-9 * 100 / g_peak);
-  std::printf("  oneDNN                     %8.1f us = %.2f us/sample, %5.1f GFLOP/s, %4.1f%% of peak\n", t_dnnl * 1e6,
-              t_dnnl * 1e6 / g_batch, flop5 / t_dnnl * 1e-9, flop5 / t_dnnl * 1e-9 * 100 / g_peak);
+  const std::vector<double> t = timed_with_rivals(ours_unfused);
+  auto line = [&](const std::string& who, double s) {
+    std::printf("  %-28s %8.1f us = %.2f us/sample, %5.1f GFLOP/s, %4.1f%% of peak\n", who.c_str(), s * 1e6,
+                s * 1e6 / g_batch, flop5 / s * 1e-9, flop5 / s * 1e-9 * 100 / g_peak);
+  };
+  std::printf("\nfive conv passes, batch %d, median of 15 round-robin runs (CPU time):\n", g_batch);
+  line(std::string("ringtrain (") + ops::isa_name(k.level) + ", unfused)", t[0]);
+  for (std::size_t i = 0; i < rivals5.size(); ++i) line(rivals5[i].first, t[i + 1]);
   if (k.conv2d_relu_pool_forward) {
-    auto [t_fused, t_dnnl2] = alternate(ours_fused, dnnl5);
-    std::printf("  ringtrain (%s, fused conv+bias+ReLU+pool, as in the model) %8.1f us = %.2f us/sample "
-                "(oneDNN conv only, same run: %.1f us)\n",
-                ops::isa_name(k.level), t_fused * 1e6, t_fused * 1e6 / g_batch, t_dnnl2 * 1e6);
+    const std::vector<double> tf = timed_with_rivals(ours_fused);
+    std::string same_run;
+    for (std::size_t i = 0; i < rivals5.size(); ++i)
+      same_run += (i ? ", " : "; conv only, same run: ") + rivals5[i].first + " " +
+                  std::to_string(int(tf[i + 1] * 1e6 + 0.5)) + " us";
+    std::printf("  ringtrain (%s, fused conv+bias+ReLU+pool, as in the model) %8.1f us = %.2f us/sample%s\n",
+                ops::isa_name(k.level), tf[0] * 1e6, tf[0] * 1e6 / g_batch, same_run.c_str());
   }
-  std::printf("  ratio oneDNN / ringtrain (unfused): %.2fx\n", t_dnnl / t_ours);
-#else
-  auto [t_ours, t_same] = alternate(ours_unfused, ours_unfused);
-  (void)t_same;
-  std::printf("\nfive conv passes, batch %d: ringtrain %.1f us (%.1f GFLOP/s); oneDNN not built (libdnnl-dev missing)\n",
-              g_batch, t_ours * 1e6, flop5 / t_ours * 1e-9);
-#endif
+  for (std::size_t i = 0; i < rivals5.size(); ++i)
+    std::printf("  ratio %s / ringtrain (unfused): %.2fx\n", rivals5[i].first.c_str(), t[i + 1] / t[0]);
+  if (rivals5.empty()) std::printf("  (no rival built or none with all five passes: libdnnl-dev, libxsmm-dev)\n");
   return 0;
 }

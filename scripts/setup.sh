@@ -6,7 +6,8 @@
 #   scripts/setup.sh --dev    the above plus what the tests and benchmarks use: GoogleTest, Google Benchmark,
 #                             clang/libFuzzer, tmux and bc (CLI tests), iproute2 (emulated hosts, tests/net),
 #                             Fashion-MNIST, Debian's PyTorch and torchvision (golden fixtures, PyTorch checks
-#                             and baselines), ONNX's checker and OpenCV (export checks), oneDNN (the measured rival)
+#                             and baselines), ONNX's checker and OpenCV (export checks), oneDNN and LIBXSMM (the
+#                             measured rivals)
 #
 # Safe to run again: apt and cmake skip what is already done. The README says what each level installs on a
 # bare machine and how long it took.
@@ -17,7 +18,7 @@ dev=0
 for arg in "$@"; do
   case "$arg" in
     --dev) dev=1 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup: unknown argument '$arg' (expected --dev or nothing)" >&2; exit 2 ;;
   esac
 done
@@ -39,6 +40,7 @@ DEV_PACKAGES=(
   python3 python3-numpy python3-torch python3-torchvision libopenblas0-openmp   # golden fixtures, PyTorch checks and baselines
   python3-onnx python3-opencv      # the ONNX checker and OpenCV's dnn module run our exports
   libdnnl-dev                      # oneDNN: only a measured rival in the benchmarks
+  libxsmm-dev                      # LIBXSMM 1.17: only a measured rival in the benchmarks
 )
 [ "$dev" -eq 1 ] && PACKAGES+=("${DEV_PACKAGES[@]}")
 

@@ -81,6 +81,8 @@ std::vector<Conv2dShape> odd_shapes() {
     out.push_back(conv(N, 13, 17, 19, 13, 5, 2, 2, 13));   // depthwise 5x5 stride 2
     out.push_back(conv(N, 11, 8, 7, 11, 3, 3, 0, 11));     // depthwise stride 3, no padding
     out.push_back(conv(N, 10, 3, 3, 10, 3, 1, 1, 10));     // depthwise, plane smaller than a vector
+    out.push_back(conv(N, 6, 5, 1, 6, 3, 1, 1, 6));        // depthwise flat plane one pixel wide: side taps all out
+    out.push_back(conv(N, 5, 3, 16, 5, 3, 1, 1, 5));       // depthwise flat plane, rows of a whole vector
     out.push_back(conv(N, 21, 2, 2, 21, 3, 1, 1, 21));     // depthwise on a small map: channels in the lanes
     out.push_back(conv(N, 19, 2, 1, 19, 3, 2, 1, 19));     // depthwise small map, stride 2, uneven plane
     out.push_back(conv(N, 13, 1, 1, 13, 3, 1, 1, 13));     // depthwise 1x1: only the centre tap reads data
