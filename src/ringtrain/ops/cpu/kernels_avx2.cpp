@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include "ringtrain/ops/cpu/blocks_avx2.h"
 #include "ringtrain/ops/cpu/simd_avx2.h"
 #include "ringtrain/ops/cpu/scratch.h"
 #include "ringtrain/ops/cpu/tables.h"
@@ -15,10 +16,7 @@ namespace ringtrain::ops::cpu {
 namespace {
 
 using V = VecAvx2;
-// Register-block sizes (outputs per tile): see docs/KERNELS.md for how they were chosen.
-struct Cfg {
-  static constexpr int fwd_kb = 3, fwd_qb = 2, bwd_data_cb = 2, bwd_data_qb = 2, bwd_weight_kb = 2, bwd_weight_qb = 1, gemm_mr = 6, gemm_nv = 2, gemm_kc = 256, conv_mr = 4, conv_nv = 3, ig_mr = 6, ig_nv = 2, ig_tc = 256;
-};
+struct Cfg : Avx2Blocks {};  // the register-block sizes (blocks_avx2.h)
 
 #include "ringtrain/ops/cpu/kernels_impl.inc"
 

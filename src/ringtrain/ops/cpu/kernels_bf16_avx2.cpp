@@ -15,6 +15,7 @@
 
 #include "ringtrain/core/half.h"
 #include "ringtrain/ops/cpu/bf16_tables.h"
+#include "ringtrain/ops/cpu/blocks_avx2.h"
 #include "ringtrain/ops/cpu/scratch.h"
 #include "ringtrain/ops/cpu/simd_avx2.h"
 #include "ringtrain/ops/lowp.h"
@@ -23,11 +24,8 @@ namespace ringtrain::ops::cpu {
 namespace {
 
 using V = VecAvx2;
-// The fp32 AVX2 build's block sizes (kernels_avx2.cpp), plus the rounding of copied operands.
-struct Cfg {
-  static constexpr int fwd_kb = 3, fwd_qb = 2, bwd_data_cb = 2, bwd_data_qb = 2, bwd_weight_kb = 2, bwd_weight_qb = 1,
-                       gemm_mr = 6, gemm_nv = 2, gemm_kc = 256, conv_mr = 4, conv_nv = 3, ig_mr = 6, ig_nv = 2,
-                       ig_tc = 256;
+// The fp32 AVX2 build's block sizes (blocks_avx2.h), plus the rounding of copied operands.
+struct Cfg : Avx2Blocks {
   // In place, nearest even with round_bf16's integer rounding (core/half.h; NaN quiet); a tail through round_bf16.
   // Inline here, not core/half's out-of-line bulk call: that call inside to_lanes changed GCC's inlining of
   // the depthwise passes' transposes (1.5x slower).
