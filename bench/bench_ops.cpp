@@ -184,6 +184,7 @@ struct Rival {
   const char* library = "";     // "oneDNN" or "LIBXSMM"
   std::string implementation;   // what runs, in the library's words
   std::string no_kernel;        // why not, where the library has no kernel for the shape (or is not built)
+  bool built = true;            // false where this build lacks the library (its Debian package was not found)
   bool bias = false;            // whether its forward adds the bias and its backward-weight makes dbias
   std::function<void()> pass[3];  // forward, backward_data, backward_weight
   // Runs the three passes and converts their results to the plain layouts: y, dx, dw.
@@ -226,6 +227,7 @@ Rival make_rival(const char* library, bool bias, Make make, const ConvData& c) {
   Rival r;
   r.library = library;
   r.no_kernel = std::string(library) + " not built (" + package + " missing)";
+  r.built = false;
   return r;
 }
 
@@ -384,8 +386,7 @@ int zoo_rivals_side_by_side(int reps, const char* filter) {
       char buf[64];
       for (std::size_t j = 0, m = 1; j < rivals.size(); ++j) {
         if (!rivals[j]) {
-          const bool built = rivals[j].no_kernel.find("not built") == std::string::npos;
-          times += built ? " no kernel |" : " not built |", ratios += " - |";
+          times += rivals[j].built ? " no kernel |" : " not built |", ratios += " - |";
           continue;
         }
         std::snprintf(buf, sizeof buf, " %.1f |", med[m] * 1e6), times += buf;

@@ -98,13 +98,13 @@ int profile_train_step(const ProfileOptions& o, const std::vector<float>& x, con
 
   // After the steps (the clock has ramped up). A run forced to avx2 on an AVX-512 CPU is held to the ymm FMA rate,
   // the most its kernels can reach; every other level to the CPU's best.
-  const bool ymm = o.level == ops::IsaLevel::Avx2;
-  const double peak = ymm ? fp32_peak_gflops_of(false) : fp32_peak_gflops();
+  const bool zmm = o.level != ops::IsaLevel::Avx2 && cpu_has("avx512f");
+  const double peak = fp32_peak_gflops_of(zmm);
   const double total_us = median_seconds(runs[0].total) * 1e6;
   std::printf("per-layer step profile: model=%s isa=%s batch=%d threads=1 steps=%d (after %d warm-up; precisions "
               "alternating), median us of thread CPU time per step; fp32 peak %.1f GFLOP/s (measured, %s FMA)\n",
               o.model.c_str(), ops::isa_name(o.level), o.batch, steps, warm, peak,
-              ymm || !cpu_has("avx512f") ? "ymm" : "zmm");
+              zmm ? "zmm" : "ymm");
   std::size_t width = 22;
   for (const auto& l : m.layers()) width = std::max(width, l->name().size() + 9);
   std::printf("  %-*s %9s %6s %9s %8s %6s", int(width), "node pass", ops::precision_name(o.precisions[0]), "%step",

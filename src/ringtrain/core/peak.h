@@ -115,19 +115,15 @@ double measure_gflops(Loop loop, double flop_per_iter, double seconds = 0.05, in
   return best;
 }
 
-// The fp32 peak the kernels can reach: AVX-512 if the CPU has it, else AVX2+FMA (GFLOP/s).
-inline double fp32_peak_gflops() {
-  if (cpu_has("avx512f")) return measure_gflops(fma_avx512_loop, kFmaAvx512Flop);
-  if (cpu_has("avx2")) return measure_gflops(fma_avx2_loop, kFmaAvx2Flop);
-  return 0.0;
-}
-
-// The fp32 peak of the kernels of one vector width, for a run forced to a level below the CPU's best
-// (`--isa avx2` on an AVX-512 CPU runs at most at the ymm FMA rate): avx512 = the zmm loop, else the ymm
-// loop; 0 where the CPU lacks it.
+// The fp32 peak of the kernels of one vector width (GFLOP/s): avx512 = the zmm loop, else the ymm loop; 0 where
+// the CPU lacks it. A run forced to a level below the CPU's best (`--isa avx2` on an AVX-512 CPU) is held to the
+// ymm rate, the most its kernels can reach.
 inline double fp32_peak_gflops_of(bool avx512) {
   if (avx512) return cpu_has("avx512f") ? measure_gflops(fma_avx512_loop, kFmaAvx512Flop) : 0.0;
   return cpu_has("avx2") ? measure_gflops(fma_avx2_loop, kFmaAvx2Flop) : 0.0;
 }
+
+// The fp32 peak the kernels can reach: AVX-512 if the CPU has it, else AVX2+FMA.
+inline double fp32_peak_gflops() { return fp32_peak_gflops_of(cpu_has("avx512f")); }
 
 }  // namespace ringtrain::bench
