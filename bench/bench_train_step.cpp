@@ -4,7 +4,7 @@
 //   bench_train_step [--batch 256] [--threads 1] [--isa avx512] [--precision fp32|bf16|fp16] [--steps 200]
 //                    [--repeats 5] [--data DIR]
 //   bench_train_step --layers [--model lenet5|resnet18|mobilenet_v2|vit] [--precisions fp32[,bf16]]
-//                    [--batch 64] [--steps N] [--isa L] [--data DIR]
+//                    [--batch 64] [--threads 1] [--steps N] [--isa L] [--data DIR]
 //
 // --data DIR: the first 8 batches of DIR/train-images-idx3-ubyte(.gz) and its labels (e.g. Debian's
 // /usr/share/datasets/fashion-mnist), pixels scaled to [0,1] as the trainer does; else uniform noise.
@@ -12,7 +12,7 @@
 // Prints samples/s as the median over `repeats` timed runs of `steps` steps each (after warm-up
 // steps), and the whole-step GFLOP/s from the nominal 2.26 MFLOP per sample (bench_ops times each op).
 //
-// --layers: where a step's time goes, one thread, per node and pass of any zoo model (default lenet5, batch
+// --layers: where a step's time goes, on one thread (or --threads T: the calling thread's wall clock), per node and pass of any zoo model (default lenet5, batch
 // 64, fp32), with each pass's FLOPs from the layers' own counts, its GFLOP/s and % of this core's measured fp32
 // peak, a summary over the blocks, and the whole step's % of peak (bench/train_step_profile.h). With several
 // --precisions each has its own model (same initial weights), their steps alternate, and each pass's time is
@@ -78,9 +78,9 @@ bool has_flag(int argc, char** argv, const char* name) {
 // Every argument is one of ours, each valued option with its value, and the --layers-only ones only with
 // --layers (and the LeNet-5 timing's only without): a misspelt option (--batch-size) must not run the default.
 void check_arguments(int argc, char** argv) {
-  const std::vector<std::string> both = {"--batch", "--steps", "--isa", "--data"};
+  const std::vector<std::string> both = {"--batch", "--steps", "--isa", "--data", "--threads"};
   const std::vector<std::string> layers_only = {"--model", "--precisions"};
-  const std::vector<std::string> lenet_only = {"--threads", "--repeats", "--precision"};
+  const std::vector<std::string> lenet_only = {"--repeats", "--precision"};
   const bool layers = has_flag(argc, argv, "--layers");
   auto in = [](const std::vector<std::string>& names, const std::string& a) {
     return std::find(names.begin(), names.end(), a) != names.end();
@@ -147,6 +147,7 @@ int run(int argc, char** argv) {
     }
     o.level = level;
     o.batch = batch;
+    o.threads = threads;
     o.steps = arg_int(argc, argv, "--steps", 0);
     return bench::profile_train_step(o, x, y, nbatches);
   }

@@ -17,6 +17,7 @@ namespace {
 // Times are this thread's CPU time (core/peak.h's clock, as bench_peak and bench_ops use): on a shared machine the
 // time the step actually ran, so the % of peak compares like with like. The whole step's wall time is kept too.
 using nn::median_seconds;
+using nn::SecondsClock;
 
 // One precision's model, optimizer and per-step timings.
 struct Run {
@@ -29,7 +30,7 @@ struct Run {
 };
 
 // One real step of r (softmax cross-entropy, Adam), timed node by node by nn::time_pass.
-void timed_step(Run& r, const float* xb, const uint8_t* yb, int batch, bool keep) {
+void timed_step(Run& r, const float* xb, const uint8_t* yb, int batch, bool keep, SecondsClock clock) {
   const ops::KernelTable& k = *r.k;
   const int classes = r.model->num_classes();
   auto loss = [&](const float* logits) {
@@ -38,7 +39,7 @@ void timed_step(Run& r, const float* xb, const uint8_t* yb, int batch, bool keep
     return static_cast<const float*>(r.dlogits.data());
   };
   auto adam = [&] { r.adam->step(r.model->params().params(), r.model->params().grads()); };
-  const nn::PassTimes t = nn::time_pass(*r.model, k, xb, batch, loss, adam, thread_cpu_seconds);
+  const nn::PassTimes t = nn::time_pass(*r.model, k, xb, batch, loss, adam, clock);
   if (!keep) return;
   for (std::size_t i = 0; i < t.forward.size(); ++i) {
     r.fwd[i].push_back(t.forward[i]);
@@ -78,9 +79,11 @@ int profile_train_step(const ProfileOptions& o, const std::vector<float>& x, con
     r.k = &ops::kernels_for(o.level, o.precisions[p]);
     r.model = nn::make_model(o.model);
     r.model->init_parameters(0);
+    r.model->set_threads(o.threads);
     r.model->reserve(o.batch);
     r.adam = std::make_unique<optim::Adam>(r.model->params().size(), optim::AdamOptions{});
     r.adam->use_kernels(*r.k);
+    r.adam->set_thread_pool(r.model->thread_pool());  // as the trainer does
     r.probs.resize(std::size_t(o.batch) * r.model->num_classes());
     r.dlogits.resize(r.probs.size());
     r.fwd.resize(r.model->layers().size());
@@ -90,21 +93,25 @@ int profile_train_step(const ProfileOptions& o, const std::vector<float>& x, con
   const double step_flop = m.train_flops_per_sample() * o.batch;
   const int steps = o.steps > 0 ? o.steps : std::clamp(int(3e11 / step_flop), 10, 400);
   const int warm = std::max(3, steps / 10);
+  // One thread: its CPU time (what the step costs when it has the core). Several: the wall clock, since the
+  // calling thread's CPU time would miss the waits for the other slices.
+  const SecondsClock clock = o.threads > 1 ? SecondsClock(wall_seconds) : SecondsClock(thread_cpu_seconds);
   const std::size_t per_image = 28 * 28;
   for (int i = 0; i < warm + steps; ++i)
     for (Run& r : runs)  // alternating: a load change hits every precision alike
       timed_step(r, x.data() + std::size_t(i % nbatches) * o.batch * per_image,
-                 y.data() + std::size_t(i % nbatches) * o.batch, o.batch, i >= warm);
+                 y.data() + std::size_t(i % nbatches) * o.batch, o.batch, i >= warm, clock);
 
   // After the steps (the clock has ramped up). A run forced to avx2 on an AVX-512 CPU is held to the ymm FMA rate,
   // the most its kernels can reach; every other level to the CPU's best.
   const bool zmm = o.level != ops::IsaLevel::Avx2 && cpu_has("avx512f");
-  const double peak = fp32_peak_gflops_of(zmm);
+  const double peak = fp32_peak_gflops_of(zmm) * o.threads;
   const double total_us = median_seconds(runs[0].total) * 1e6;
-  std::printf("per-layer step profile: model=%s isa=%s batch=%d threads=1 steps=%d (after %d warm-up; precisions "
-              "alternating), median us of thread CPU time per step; fp32 peak %.1f GFLOP/s (measured, %s FMA)\n",
-              o.model.c_str(), ops::isa_name(o.level), o.batch, steps, warm, peak,
-              zmm ? "zmm" : "ymm");
+  std::printf("per-layer step profile: model=%s isa=%s batch=%d threads=%d steps=%d (after %d warm-up; precisions "
+              "alternating), median us of %s per step; fp32 peak %.1f GFLOP/s (measured, %s FMA%s)\n",
+              o.model.c_str(), ops::isa_name(o.level), o.batch, o.threads, steps, warm,
+              o.threads > 1 ? "the calling thread's wall time" : "thread CPU time", peak, zmm ? "zmm" : "ymm",
+              o.threads > 1 ? ", x threads" : "");
   std::size_t width = 22;
   for (const auto& l : m.layers()) width = std::max(width, l->name().size() + 9);
   std::printf("  %-*s %9s %6s %9s %8s %6s", int(width), "node pass", ops::precision_name(o.precisions[0]), "%step",
@@ -161,9 +168,9 @@ int profile_train_step(const ProfileOptions& o, const std::vector<float>& x, con
     std::printf("  %-*s %9.1f %6.1f %9.1f %6.1f %9.1f %6.1f\n", int(width), name.c_str(), g.fwd_us,
                 pct_peak(g.fwd_flop, g.fwd_us), g.bwd_us, pct_peak(g.bwd_flop, g.bwd_us), g.fwd_us + g.bwd_us,
                 100.0 * (g.fwd_us + g.bwd_us) / total_us);
-  std::printf("whole step: %.1f ms CPU, %.2f GFLOP (%.1f MFLOP a sample), %.1f GFLOP/s = %.1f%% of peak, %.0f samples "
+  std::printf("whole step: %.1f ms %s, %.2f GFLOP (%.1f MFLOP a sample), %.1f GFLOP/s = %.1f%% of peak, %.0f samples "
               "per CPU-second (wall: %.1f ms a step, %.0f samples/s)\n",
-              total_us * 1e-3, step_flop * 1e-9, step_flop / o.batch * 1e-6, step_flop / total_us * 1e-3,
+              total_us * 1e-3, o.threads > 1 ? "wall" : "CPU", step_flop * 1e-9, step_flop / o.batch * 1e-6, step_flop / total_us * 1e-3,
               pct_peak(step_flop, total_us), o.batch / (total_us * 1e-6), median_seconds(runs[0].wall) * 1e3,
               o.batch / median_seconds(runs[0].wall));
   return 0;

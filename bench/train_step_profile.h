@@ -1,5 +1,6 @@
 // bench_train_step --layers: where one training step's time goes, per node of a zoo model and per pass, on one
-// thread (its CPU time), with each pass's FLOPs (the layers' own counts: Layer::forward_macs,
+// thread (its CPU time) or, with threads > 1, on the calling thread's wall clock (its hooks see the node end on
+// that thread, the wait for the others' slices included; the peak is then threads x one core's), with each pass's FLOPs (the layers' own counts: Layer::forward_macs,
 // Model::backward_macs), its GFLOP/s and its share of this core's measured fp32 peak (core/peak.h, bench_peak's loop).
 // The steps are timed by nn::time_pass (nn/node_timing.h), the timer the pipeline's --pp-balance time uses.
 #pragma once
@@ -17,6 +18,7 @@ struct ProfileOptions {
   std::vector<ops::Precision> precisions;         // one model each, stepped alternately; the first is the main one
   ops::IsaLevel level = ops::IsaLevel::Ref;
   int batch = 64;
+  int threads = 1;                                // Model::set_threads; above 1 the times are wall seconds
   int steps = 0;                                  // timed steps; 0: about 300 GFLOP of work, 10 to 400 steps
 };
 

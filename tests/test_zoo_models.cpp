@@ -163,10 +163,13 @@ TEST(ZooModels, TwoThreadsAgreeWithOneAndWithThemselves) {
     EXPECT_EQ(two.params, again.params) << "two 2-thread runs differ";
     // The forward is the same per sample (batch norm runs on the whole batch in one thread) ...
     EXPECT_EQ(one.losses[0], two.losses[0]) << "the first forward differs";
-    // ... and the first gradients differ only in the order the slices' sums are added: a few float32
+    // ... and the first gradients differ only in the order sums are added (the slices' weight gradients;
+    // the input gradients of convs split by output channels, summed over their parts): a few float32
     // ulps of the tensor's scale. Tensors whose exact gradient is zero (a batch norm's bias feeding
     // another batch norm through a bias-free conv: the shift is normalised away) hold only rounding
-    // noise, so the scale is at least 1e-3 of the model's largest gradient.
+    // noise, so the scale is at least 1e-3 of the model's largest gradient. mobilenet_v2's early batch
+    // norms amplify such differences: one thread at avx2 against avx512 differs by 2.4e-5 in
+    // features.1.conv.2.bias (2026-12-05), as two threads against one do (2.8e-5), so it is held to 1e-4.
     auto m = nn::make_model(name);
     double largest = 0;
     for (float g : one.first_grads) largest = std::max(largest, double(std::abs(g)));
@@ -176,7 +179,7 @@ TEST(ZooModels, TwoThreadsAgreeWithOneAndWithThemselves) {
         diff = std::max(diff, double(std::abs(one.first_grads[v.offset + i] - two.first_grads[v.offset + i])));
         scale = std::max(scale, double(std::abs(one.first_grads[v.offset + i])));
       }
-      EXPECT_LE(diff / scale, 1e-5) << "first gradient of " << v.name;
+      EXPECT_LE(diff / scale, std::string(name) == "mobilenet_v2" ? 1e-4 : 1e-5) << "first gradient of " << v.name;
     }
     // Later steps: resnet18 and vit carry the few-ulp difference on smoothly. mobilenet_v2 at 28x28 is
     // ill-conditioned (its last stages run batch norm over 1x1 maps): a 1e-7 change of its weights moves

@@ -64,7 +64,7 @@ void Conv2d::forward_slice(const ops::KernelTable& k, ParameterSet& p, const flo
 void Conv2d::backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float*,
                             const float* dout, float* din, const Slice& s) {
   if (s.data_only) {
-    if (din && !s.empty()) k.conv2d_backward_data(din, dout, p.param(param_indices_[0]), shape(s.size()));
+    if (din && !s.empty()) add_data_parts(din, s);
     return;
   }
   float* dweight = grad_slot(p, 0, s);
@@ -96,11 +96,18 @@ bool Conv2d::splits_by_outputs(int N, int T) const {
 void Conv2d::reserve(int max_batch) {
   reserved_batch_ = max_batch;
   part_buffer_.clear();
+  data_part_.clear();
   if (threads() <= 1) return;
   part_buffer_.resize(std::size_t(threads()));
+  data_part_.resize(std::size_t(threads()));
+  // The largest batch that splits (splits_by_outputs: its input at most the weight times the threads).
+  const std::size_t per_sample = std::size_t(shape_.C) * shape_.H * shape_.W;
+  int split_batch = 0;
+  while (split_batch < max_batch && splits_by_outputs(split_batch + 1, threads())) ++split_batch;
   for (int t = 0; t < threads(); ++t) {
     const auto [k0, k1] = channels_of(t, threads());
     part_buffer_[std::size_t(t)].resize(std::size_t(max_batch) * (k1 - k0) * shape_.P() * shape_.Q());
+    if (k1 > k0) data_part_[std::size_t(t)].resize(std::size_t(split_batch) * per_sample);
   }
 }
 
@@ -130,14 +137,34 @@ void Conv2d::forward_part(const ops::KernelTable& k, ParameterSet& p, const floa
   copy_channels(out, shape_.K, q.k0, q.buffer, q.channels, 0, q.channels, N, PQ);
 }
 
-void Conv2d::backward_weight_part(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* dout,
-                                  int N, int part, int parts) {
+void Conv2d::backward_part(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* dout, int N,
+                           int part, int parts, bool input_grad) {
   const Part q = part_of(part, parts, N);
   if (q.channels <= 0) return;
   const std::size_t PQ = std::size_t(shape_.P()) * shape_.Q();
   copy_channels(q.buffer, q.channels, 0, dout, shape_.K, q.k0, q.channels, N, PQ);
   k.conv2d_backward_weight(p.grad(param_indices_[0]) + q.weight_offset,
                            bias_ ? p.grad(param_indices_[1]) + q.k0 : nullptr, q.buffer, in, q.shape);
+  // The input gradient's terms from these output channels: their rows of the weight, a contiguous piece.
+  if (input_grad)
+    k.conv2d_backward_data(data_part_[std::size_t(part)].data(), q.buffer, p.param(param_indices_[0]) + q.weight_offset,
+                           q.shape);
+}
+
+void Conv2d::add_data_parts(float* din, const Slice& s) const {
+  const std::size_t per_sample = std::size_t(shape_.C) * shape_.H * shape_.W;
+  const std::size_t at = std::size_t(s.n0) * per_sample, n = std::size_t(s.size()) * per_sample;
+  bool first = true;
+  for (int t = 0; t < threads(); ++t) {  // in part order: the same bits for a given thread count
+    const auto [k0, k1] = channels_of(t, threads());
+    if (k1 <= k0) continue;
+    const float* d = data_part_[std::size_t(t)].data() + at;
+    if (first)
+      std::copy_n(d, n, din);
+    else
+      for (std::size_t e = 0; e < n; ++e) din[e] += d[e];
+    first = false;
+  }
 }
 
 }  // namespace ringtrain::nn

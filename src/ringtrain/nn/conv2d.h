@@ -47,8 +47,8 @@ class Conv2d : public Layer {
   bool splits_by_outputs(int N, int T) const override;
   void forward_part(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N, int part,
                     int parts) override;
-  void backward_weight_part(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* dout, int N,
-                            int part, int parts) override;
+  void backward_part(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* dout, int N, int part,
+                     int parts, bool input_grad) override;
   void reserve(int max_batch) override;
   ops::Conv2dShape shape(int N) const;
   bool has_bias() const { return bias_; }
@@ -65,12 +65,17 @@ class Conv2d : public Layer {
     float* buffer;
   };
   Part part_of(int part, int parts, int N);
+  // din (slice s's samples) <- the sum of the parts' shares of the input gradient (backward_part).
+  void add_data_parts(float* din, const Slice& s) const;
   // Floats of one output channel's weight (C/groups * R * S).
   std::size_t weight_per_channel() const { return std::size_t(shape_.Cg()) * shape_.R * shape_.S; }
   ops::Conv2dShape shape_;
   // Per part: its output channels' out (forward) or dout (backward), [N][k1 - k0][P*Q]: the kernels take
   // whole samples.
   std::vector<AlignedBuffer<float>> part_buffer_;
+  // Per part: its output channels' share of the input gradient, [N][C][H*W] (backward_part; the largest batch
+  // that splits: no more floats than the weight has times the threads).
+  std::vector<AlignedBuffer<float>> data_part_;
   int reserved_batch_ = 0;
   bool bias_;
   Init weight_init_, bias_init_;

@@ -28,8 +28,8 @@ constexpr int kSliceAlign = 16;
 // One thread's share of a batch: samples [n0, n1) of N, processed by thread t (Model::set_threads).
 struct Slice {
   int N, n0, n1, t;
-  // backward_slice computes the input gradient only: the weight gradient comes from backward_weight_part
-  // (the model's split by output channels, Layer::splits_by_outputs).
+  // backward_slice only adds up the slice's input gradient from the parts backward_part left (the model's
+  // split by output channels, Layer::splits_by_outputs).
   bool data_only = false;
   int size() const { return n1 - n0; }
   bool empty() const { return n1 <= n0; }
@@ -123,16 +123,18 @@ class Layer {
   // model asks only for the last layer of a sliced run (a whole-batch layer or the loss follows it, so in
   // backward its output gradient is complete for every sample when it starts); where the answer is yes, it
   // runs the layer's forward alone after the rest of the run (forward_part on every thread, the input being
-  // complete by then), and in backward every thread calls backward_slice with Slice::data_only (the input
-  // gradient, per slice) and then backward_weight_part.
+  // complete by then); in backward every thread calls backward_part, waits for the others, then calls
+  // backward_slice with Slice::data_only on its slice (the parts' input gradients added up).
   virtual bool splits_by_outputs(int N, int T) const { return false; }
   // Part `part` of `parts` of the forward over all N samples (in and out: the whole batch's).
   virtual void forward_part(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, int N, int part,
                             int parts) {}
-  // Part `part` of `parts` of the weight gradients (straight into the ParameterSet's), over all N samples:
-  // in and dout are the whole batch's.
-  virtual void backward_weight_part(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* dout,
-                                    int N, int part, int parts) {}
+  // Part `part` of `parts` of the backward over all N samples (in and dout: the whole batch's): the weight
+  // gradients of its output channels, straight into the ParameterSet's, and, with input_grad, what those
+  // channels add to the input gradient, into the layer's own buffer (each part reads only its share of the
+  // weight: resnet18's layer4 reads 9.4 MB once a step, not once a thread).
+  virtual void backward_part(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* dout, int N,
+                             int part, int parts, bool input_grad) {}
   // Adds the slots of slices 1..T-1 into the ParameterSet's gradients, in slice order: part `part` of
   // `parts` of the elements (the model splits a large layer's sum over its threads; same bits). The
   // default sums the slots grad_slot() handed out; layers with their own partial buffers override it.

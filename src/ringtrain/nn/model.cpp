@@ -419,14 +419,17 @@ void Model::backward(const ops::KernelTable& k, const float* x, const float* dlo
         // before this run): it may split its weight gradient by output channels instead of by samples.
         const bool by_outputs = i + 1 == b && layers_[i]->splits_by_outputs(N, T);
         if (by_outputs) {
+          // Every thread: its output channels' weight gradient and share of the input gradient over the whole
+          // batch; once all parts are in, its slice's input gradient, their sum.
+          const bool input_grad = inputs_[i][0] != 0 || input_grad_;
+          layers_[i]->backward_part(k, *params_, act(inputs_[i][0], x, 0), output_grad(i, dlogits, 0), N, t, T,
+                                    input_grad);
+          done_[i].fetch_add(1, std::memory_order_acq_rel);
+          spin_until_at_least(done_[i], T);
           Slice data = s;
           data.data_only = true;
           backward_node(k, i, x, dlogits, data, true);
-          layers_[i]->backward_weight_part(k, *params_, act(inputs_[i][0], x, 0), output_grad(i, dlogits, 0), N, t, T);
-          done_[i].fetch_add(1, std::memory_order_acq_rel);
-          if (t > 0) continue;  // workers go on; the caller calls the hook once every part is in
-          spin_until_at_least(done_[i], T);
-          if (on_grads_ready) on_grads_ready(*layers_[i]);
+          if (t == 0 && on_grads_ready) on_grads_ready(*layers_[i]);
           continue;
         }
         backward_node(k, i, x, dlogits, s, true);
