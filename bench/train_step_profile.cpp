@@ -169,9 +169,9 @@ int profile_train_step(const ProfileOptions& o, const std::vector<float>& x, con
                 pct_peak(g.fwd_flop, g.fwd_us), g.bwd_us, pct_peak(g.bwd_flop, g.bwd_us), g.fwd_us + g.bwd_us,
                 100.0 * (g.fwd_us + g.bwd_us) / total_us);
   std::printf("whole step: %.1f ms %s, %.2f GFLOP (%.1f MFLOP a sample), %.1f GFLOP/s = %.1f%% of peak, %.0f samples "
-              "per CPU-second (wall: %.1f ms a step, %.0f samples/s)\n",
+              "per %s second (wall: %.1f ms a step, %.0f samples/s)\n",
               total_us * 1e-3, o.threads > 1 ? "wall" : "CPU", step_flop * 1e-9, step_flop / o.batch * 1e-6, step_flop / total_us * 1e-3,
-              pct_peak(step_flop, total_us), o.batch / (total_us * 1e-6), median_seconds(runs[0].wall) * 1e3,
+              pct_peak(step_flop, total_us), o.batch / (total_us * 1e-6), o.threads > 1 ? "wall" : "CPU", median_seconds(runs[0].wall) * 1e3,
               o.batch / median_seconds(runs[0].wall));
   return 0;
 }
