@@ -1,7 +1,8 @@
 // The zoo's convolution and pooling layers: Conv2d with groups / without bias (parameter names, shapes,
 // fan-in, PyTorch's Init), MaxPool2d with stride and padding, AdaptiveAvgPool2d; a small chain of them
 // run on 1 and 2 threads (Model::set_threads); convs whose weight gradient the threads split by output
-// channels (Conv2d::splits_by_outputs) on 1, 2 and 3 threads; steps allocate nothing after the first.
+// channels (Conv2d::splits_by_outputs) on 1, 2 and 3 threads, their input gradients included; steps allocate
+// nothing after the first.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -154,30 +155,34 @@ std::unique_ptr<Model> by_outputs_chain() {
   return std::make_unique<Model>(Shape{64, 2, 2}, std::move(layers));
 }
 
+std::size_t x_size(int N) { return std::size_t(N) * 256; }  // by_outputs_chain's input, 64 x 2 x 2 a sample
+
 TEST(ZooConvLayers, WeightGradientSplitByOutputChannels) {
   for (ops::IsaLevel level : ops::supported_isas()) {
     SCOPED_TRACE(ops::isa_name(level));
     const ops::KernelTable& k = ops::kernels_for(level);
     for (int N : {17, 40}) {
       SCOPED_TRACE("batch " + std::to_string(N));
-      std::vector<float> logits_of[4];
+      std::vector<float> logits_of[4], input_grad_of[4];
       auto run = [&](int threads) {
         auto m = by_outputs_chain();
         m->init_parameters(6);
         m->set_threads(threads);
+        m->set_input_gradient(true);  // the head's input gradient too: its parts' shares, added per slice
         m->reserve(N);
         if (threads > 1) {
           EXPECT_TRUE(m->layers()[0]->splits_by_outputs(N, threads));
           EXPECT_TRUE(m->layers()[3]->splits_by_outputs(N, threads));
         }
         Rng rng(8);
-        std::vector<float> x(std::size_t(N) * 256), dl(std::size_t(N) * 10);
+        std::vector<float> x(x_size(N)), dl(std::size_t(N) * 10);
         for (auto& v : x) v = rng.uniform(-1.0f, 1.0f);
         for (auto& v : dl) v = rng.uniform(-1.0f, 1.0f);
         std::fill_n(m->params().grads(), m->params().size(), NAN);
         const float* logits = m->forward(k, x.data(), N);
         logits_of[threads].assign(logits, logits + dl.size());
         m->backward(k, x.data(), dl.data(), N);
+        input_grad_of[threads].assign(m->input_grad(), m->input_grad() + x.size());
         return std::vector<float>(m->params().grads(), m->params().grads() + m->params().size());
       };
       const std::vector<float> one = run(1), two = run(2), again = run(2), three = run(3);
@@ -186,6 +191,19 @@ TEST(ZooConvLayers, WeightGradientSplitByOutputChannels) {
       EXPECT_EQ(logits_of[1], logits_of[3]);
       // (memcmp: the padding between tensors stays NaN, which == would call different)
       EXPECT_EQ(0, std::memcmp(two.data(), again.data(), two.size() * sizeof(float))) << "two 2-thread runs differ";
+      // The input gradient: the parts' shares of the head's 80 output channels summed in part order, the
+      // same terms as one thread's single sum (80 x 9 of them an element: two orders differ by at most
+      // 2 n u of the terms' absolute sum; these random terms' sum is ~sqrt(n) of the largest element).
+      const double kInputGradBound = 2.0 * 720 * 0x1p-24 * std::sqrt(720.0);
+      double largest_dx = 0.0;
+      for (float g : input_grad_of[1]) largest_dx = std::max(largest_dx, double(std::fabs(g)));
+      ASSERT_GT(largest_dx, 0.0);
+      for (std::size_t i = 0; i < x_size(N); ++i)
+        for (int threads : {2, 3}) {
+          ASSERT_FALSE(std::isnan(input_grad_of[threads][i])) << "input gradient element " << i << " not written";
+          EXPECT_NEAR(input_grad_of[threads][i], input_grad_of[1][i], kInputGradBound * largest_dx)
+              << "input gradient element " << i << ", " << threads << " threads";
+        }
       auto m = by_outputs_chain();
       for (const ParamView& v : m->params().views()) {
         SCOPED_TRACE(v.name);
