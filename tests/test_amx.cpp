@@ -147,7 +147,11 @@ TEST(AmxConv, PassesWithinFp32SumBoundOfTheRoundedOperands) {
   Rng rng(34);
   for (const Conv2dShape& s : {conv(3, 64, 7, 64, 3, 1, 1), conv(2, 17, 5, 19, 3, 1, 1), conv(5, 40, 4, 33, 3, 2, 1),
                                conv(3, 32, 1, 48, 3, 1, 1), conv(2, 24, 6, 35, 1, 1, 0), conv(1, 3, 9, 16, 7, 2, 3),
-                               conv(4, 20, 5, 16, 5, 1, 2)}) {
+                               conv(4, 20, 5, 16, 5, 1, 2),
+                               // one output pixel reading the whole input (the linear on the live taps):
+                               // resnet18's layer4 shapes, no padding, and one (stride 3) that leaves a row out
+                               conv(3, 40, 2, 33, 3, 2, 1), conv(2, 17, 3, 20, 3, 1, 0), conv(2, 18, 3, 17, 3, 3, 1),
+                               conv(2, 512, 1, 512, 3, 1, 1)}) {
     SCOPED_TRACE("N" + std::to_string(s.N) + " C" + std::to_string(s.C) + " H" + std::to_string(s.H) + " K" +
                  std::to_string(s.K) + " R" + std::to_string(s.R) + " stride " + std::to_string(s.stride));
     const std::size_t nx = std::size_t(s.N) * s.C * s.H * s.W, nw = std::size_t(s.K) * s.C * s.R * s.S,
