@@ -12,8 +12,6 @@
 //                    of consecutive pixels; B tiles gathered from Xh, two pixels' 16 channels interleaved a row).
 // Pointwise convs take two shortcuts: on planes of >= 32 pixels, GEMMs on each sample's NCHW planes (no copy,
 // no transpose); on 1x1 maps, where NCHW is [N][C], the linears of linear_amx.h.
-// Convs whose one output pixel reads the whole input (conv_as_linear.h: resnet18's layer4 on the digits) run
-// forward and backward-data as linears too, on the weight's live taps gathered once a pass.
 // Taps that only ever read padding (3x3 convs on 1x1 maps) are skipped. Operands are rounded to bf16
 // (vcvtne*ps2bf16: nearest even, subnormals flushed), products exact, sums fp32: the bf16 tables' semantics.
 #include "ringtrain/ops/cpu/zoo_conv_amx.h"
@@ -255,37 +253,17 @@ Conv2dShape data_as_forward(const Conv2dShape& s) {
   return t;
 }
 
-// conv_on_whole_window shapes of at most 16 taps: forward and backward-data as the linear's, on the weight's
-// live taps gathered [K][C H W] (scratch slot 2) a (k, c) run of R S taps at a time: one streaming pass over
-// the weight (resnet18's 9.4 MB layer4 weights: the implicit GEMM's strided tap gathers were slower, and at
-// stride 2 its backward-data took the im2col route).
-bool window_ok(const Conv2dShape& s) { return conv_on_whole_window(s) && s.R * s.S <= kTile; }
-
-const float* window_weight(const float* weight, const Conv2dShape& s) {
-  const int HW = s.H * s.W, RS = s.R * s.S;
-  float* wl = scratch<float>(2, std::size_t(s.K) * s.C * HW + kTile);  // + a vector: the stores run past
-  __mmask16 live = 0;
-  for (int h = 0; h < s.H; ++h)
-    for (int w = 0; w < s.W; ++w) live |= __mmask16(1u << ((h + s.pad) * s.S + w + s.pad));
-  const std::size_t rows = std::size_t(s.K) * s.C;
-  for (std::size_t i = 0; i < rows; ++i)  // one masked load of a run, its live taps compressed to the front
-    _mm512_storeu_ps(wl + i * HW, _mm512_maskz_compress_ps(live, _mm512_maskz_loadu_ps(first(RS), weight + i * RS)));
-  return wl;
-}
-
 }  // namespace
 
 bool amx_conv_ok(const Conv2dShape& s) {
   return s.groups == 1 && s.C >= 16 && s.stride <= 4 && s.R * s.S <= kMaxTaps && !s.in_blocked && !s.out_blocked;
 }
 bool amx_conv_data_ok(const Conv2dShape& s) {
-  if (window_ok(s)) return amx_conv_ok(s);  // any stride
   return s.stride == 1 && s.R == s.S && s.pad <= s.R - 1 && amx_conv_ok(s) && amx_conv_ok(data_as_forward(s));
 }
 
 void amx_conv_forward(float* out, const float* inp, const float* weight, const float* bias, const Conv2dShape& s) {
   if (conv_on_1x1_maps(s)) return amx_linear_forward(out, inp, weight, bias, as_linear(s));
-  if (window_ok(s)) return amx_linear_forward(out, inp, window_weight(weight, s), bias, window_as_linear(s));
   if (planar(s)) return planar_forward(out, inp, weight, bias, s);
   const Geo g(s);
   forward_with(out, inp, {weight, s.C * s.R * s.S, s.R * s.S, false}, bias, g);
@@ -293,7 +271,6 @@ void amx_conv_forward(float* out, const float* inp, const float* weight, const f
 
 void amx_conv_backward_data(float* dinp, const float* dout, const float* weight, const Conv2dShape& s) {
   if (conv_on_1x1_maps(s)) return amx_linear_backward_data(dinp, dout, weight, as_linear(s));
-  if (window_ok(s)) return amx_linear_backward_data(dinp, dout, window_weight(weight, s), window_as_linear(s));
   if (planar(s)) return planar_backward_data(dinp, dout, weight, s);
   // dinp[c][h][w] = sum over k, r, s of W[k][c][R-1-r][S-1-s] dout[k][h - (R-1-pad) + r][w - (S-1-pad) + s]:
   // the forward on dout with output channels c, input channels k.
