@@ -298,11 +298,14 @@ TEST_P(ZooNnKernelTest, Relu6Exact) {
 
 // GELU = x Phi(x). The fast kernels take Phi from erfc(|x| / sqrt 2) = t exp(-z^2 + p(t)) (relative error
 // 1.2e-7 = 2u as an approximation), p a degree-9 polynomial in t <= 1 by Estrin's scheme (an absolute error
-// in p is a relative one in the result): t^8 from three squarings carries 7u, so the term q4 t^8 (|q4| <= 1)
-// is within 9u, r1 t^4 (|r1| <= 3.1) within 7 x 3.1u, r0 (<= 2.74) within 3 x 2.74u, the last FMA 3u: 42u,
+// in p is a relative one in the result): t = 1 / (1 + z/2) is within 0.5u (a division) or 0.57u (level
+// avx512's reciprocal and Newton step), so t^8 from three squarings carries 7.6u, the term q4 t^8
+// (|q4| <= 1) is within 9.6u, r1 t^4 (|r1| <= 3.1) within 7.3 x 3.1u, r0 (<= 2.74) within 3.1 x 2.74u,
+// the last FMA 3u: 44u,
 // then exp (2 ulp), -z^2 rounded (u z^2 absolute in exp's argument, i.e. relative in its result), and the
 // products (3u): relative error of Phi(-|x|) <= u (52 + 2 z^2); for x > 0, Phi = 1 - that tail, whose
-// error is then smaller than Phi's own. With 8u of margin: |d out| <= u (60 + 4 z^2) |out|, z = x / sqrt 2.
+// error is then smaller than Phi's own (54 + 2 z^2 with the reciprocal). With 6u of margin: |d out| <=
+// u (60 + 4 z^2) |out|, z = x / sqrt 2.
 // Backward: d (Phi + x phi), phi = exp(-x^2 / 2) / sqrt(2 pi) relative within u (8 + x^2): the same bound on
 // (|Phi| + |x phi|) |d|.
 TEST_P(ZooNnKernelTest, GeluForwardBackward) {
