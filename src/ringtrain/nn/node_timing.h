@@ -1,5 +1,5 @@
 // What each node of a model costs in time: the one per-node timer. The pipeline's balanced cut under
-// --pp-balance time (nn/pipeline_stages.h) takes time_nodes; the bench tools take it too (bench_zoo_nodes:
+// --pp-balance time (nn/pipeline_stages.h) takes time_node_passes' fastest; the bench tools take it too (bench_zoo_nodes:
 // per node and kind of layer at several precisions; bench_train_step --layers: a real step's passes through
 // time_pass, with FLOPs and % of peak). The layers' cost counts (Model::node_cost) miss what the kernels do
 // with a shape - resnet18's late 3x3 convs on 2x2-4x4 maps run far below the early ones' speed - and a
@@ -46,6 +46,9 @@ PassTimes time_pass(Model& model, const ops::KernelTable& k, const float* x, int
 // backward, then the median: time_nodes' figure; with one pass exactly forward + backward).
 struct NodeTimes {
   std::vector<double> forward, backward, total;
+  // Per node, the fastest pass's forward + backward: what the node costs when nothing else takes the core
+  // (a shared machine's interruptions only ever add time).
+  std::vector<double> fastest;
 };
 
 // Node i of `model` for one training pass (forward + backward, parameter gradients and the gradient of its
@@ -56,7 +59,7 @@ struct NodeTimes {
 NodeTimes time_node_passes(Model& model, const ops::KernelTable& k, int batch, int repeats,
                            SecondsClock clock = bench::wall_seconds);
 
-// time_node_passes(...).total on the wall clock: what the pipeline's cut is balanced by.
+// time_node_passes(...).total on the wall clock. (The pipeline's cut takes .fastest: train/pipeline_balance.cpp.)
 std::vector<double> time_nodes(Model& model, const ops::KernelTable& k, int batch, int repeats);
 
 // The median of v (the mean of the middle two for an even count); 0 for none.

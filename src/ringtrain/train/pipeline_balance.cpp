@@ -45,12 +45,23 @@ nn::StageCut stage_priced_cut(const nn::Model& model, const std::vector<std::vec
   return slowest_stage(own, rows) < (1.0 - min_gain) * slowest_stage(even, rows) ? own : even;
 }
 
+namespace {
+constexpr int kWarmupPasses = 3, kTimedPasses = 9;
+}  // namespace
+
 MeasuredCut measured_cut(const std::string& model_name, const ops::KernelTable& k, int micro_batch, int P,
                          dist::Communicator& world) {
   auto model = nn::make_model(model_name);
   model->init_parameters(0);  // realistic values (zeros could take other paths through ReLU and pooling)
+  // Warm up, time together, and price each node by its fastest pass. A rank's first passes run up to 40%
+  // slower (first touch, the other ranks still starting beside it), a shared machine takes a core for a
+  // while now and then, and a stage is priced by its own ranks' row: with the median of 5 passes right after
+  // one untimed pass, such a moment showed as a slower core and put vit's cut half an encoder layer off
+  // the balance in 2 runs of 6 (docs/BENCHMARKS.md, "Pipeline parallelism").
+  nn::time_nodes(*model, k, micro_batch, kWarmupPasses);
+  world.barrier();
   MeasuredCut m;
-  m.seconds = stage_times(nn::time_nodes(*model, k, micro_batch, 5), P, world);
+  m.seconds = stage_times(nn::time_node_passes(*model, k, micro_batch, kTimedPasses).fastest, P, world);
   m.cut = stage_priced_cut(*model, m.seconds);
   return m;
 }
