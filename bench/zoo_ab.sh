@@ -20,7 +20,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2
 # ringtrain: prints "wall_rate cpu_rate" from the profile's last line.
 rt() {
   taskset -c "$CORE" "$1" --layers --model "$MODEL" --batch 64 --steps "$STEPS" --data "$DATA" 2>&1 | tail -1 |
-    sed -n 's/.* \([0-9.]*\) samples per CPU-second (wall: .* a step, \([0-9.]*\) samples\/s).*/\2 \1/p'
+    sed -n 's/.* \([0-9.]*\) samples per CPU[- ]second (wall: .* a step, \([0-9.]*\) samples\/s).*/\2 \1/p'
 }
 pt() {
   taskset -c "$CORE" /usr/bin/python3 bench/torch_zoo.py --model "$MODEL" --data "$DATA" --batch-size 64 --threads 1 \

@@ -1,7 +1,7 @@
 // The zoo's convolution and pooling kernels (ops/cpu/zoo_conv_impl.inc) at every ISA level this CPU runs,
 // against the reference kernels in double precision: resnet18's, mobilenet_v2's and the ViT's conv shapes
 // at batch 64 and 1, 3, 17, then odd shapes (channels that fill no vector, groups 2, depthwise, strides 1-3,
-// kernels 1-7, padding), forward and both backward passes; strided / padded max-pool and global average
+// kernels 1-9, padding, windows that tile the input), forward and both backward passes; strided / padded max-pool and global average
 // pool; the 16-bit fallback tables on grouped convs.
 //
 // Tolerances are derived as in test_kernels.cpp: a float sum of n products, in any order, with or without
@@ -94,6 +94,11 @@ std::vector<Conv2dShape> odd_shapes() {
     out.push_back(conv(N, 5, 1, 1, 6, 3, 4, 3));           // no tap reads the plane: bias only
     out.push_back(conv(N, 9, 7, 9, 8, 3, 4, 2));           // stride 4 (4 residue classes), K = half a 16-block
     out.push_back(conv(N, 16, 3, 5, 40, 4, 2, 1));         // even kernel, stride 2, padded, K not a multiple of 16
+    // Windows that tile the input (stride = kernel, no padding: the linear on patches, conv_on_patches)
+    out.push_back(conv(N, 3, 12, 15, 20, 3, 3, 0));        // 3 channels, 4x5 patches, K fills no vector
+    out.push_back(conv(N, 2, 18, 18, 17, 9, 9, 0));        // patch rows wider than an AVX2 vector
+    out.push_back(conv(N, 5, 6, 8, 24, 2, 2, 0));          // even kernel
+    out.push_back(conv(N, 4, 13, 14, 20, 3, 3, 0));        // stride = kernel, but the last pixels unread
   }
   return out;
 }
