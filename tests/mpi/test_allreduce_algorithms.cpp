@@ -1,7 +1,8 @@
 // Recursive doubling, halving-doubling and the hierarchical all-reduce against their own fixed-order
 // reference sums, computed on every rank from every rank's (deterministic) input, bit for bit: for the
-// world sizes CTest runs (1-8 ranks), lengths 0, 1, 2, W-1, W+1, small and large primes (65537, or 10007 above 4 ranks) (so halves
-// and chunks are uneven or empty), fp32 / fp64 / int64, driven to completion by finish() and by
+// world sizes CTest runs (1-8 ranks), lengths 0, 1, 2, W-1, W+1, small and large primes (65537, or 10007
+// above 4 ranks) and 196613 up to 4 ranks (several 512 KiB messages a step), so halves and chunks are
+// uneven or empty, fp32 / fp64 / int64, driven to completion by finish() and by
 // progress() polling, and through MpiCommunicator (blocking, non-blocking, auto with a given model).
 //
 // The references (each algorithm's header says why this is its order):
@@ -110,7 +111,11 @@ void expect_reference(const std::vector<T>& got, std::size_t n, Algo a) {
 
 std::vector<std::size_t> lengths() {
   const std::size_t W = std::size_t(world_size());
-  return {0, 1, 2, W - 1, W + 1, 13, 4099, W <= 4 ? 65537u : 10007u};  // 5-8 ranks share 2 cores
+  std::vector<std::size_t> n = {0, 1, 2, W - 1, W + 1, 13, 4099, W <= 4 ? 65537u : 10007u};  // 5-8 ranks share 2 cores
+  // A step's range moves in 512 KiB messages (step_schedule.cpp): 196613 elements are several of them
+  // (2 in fp32, 3 in fp64 and int64) with a short last one, at up to 2 ranks (halves and quarters at 3-4).
+  if (W <= 4) n.push_back(196613);
+  return n;
 }
 
 std::unique_ptr<ScheduledAllreduce> make(Algo a, MPI_Comm comm) {

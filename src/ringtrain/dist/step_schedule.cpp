@@ -12,6 +12,11 @@ namespace {
 // Every schedule's messages carry this tag; a step's messages match in posting order (MPI's
 // non-overtaking rule), which is the order both peers walk their lists in.
 constexpr int kTag = 7001;
+// A step's range moves as messages of at most this many bytes, all posted at once (the ring's segment):
+// over TCP one 9 MB message a step took recursive doubling's 19 resnet18 buckets 1.5x as long as the
+// ring's 512 KiB segments between two emulated hosts on a 1 Gbit/s link, though the bytes are the same
+// (docs/BENCHMARKS.md, "Pipeline cut and patch embedding, ...").
+constexpr std::size_t kSegmentBytes = std::size_t(512) << 10;
 }  // namespace
 
 RankIn rank_in(MPI_Comm comm) {
@@ -42,13 +47,26 @@ void ScheduledAllreduce::start_typed(void* data, std::size_t n, MPI_Datatype typ
 }
 
 void ScheduledAllreduce::post(const Step& s) {
+  reqs_.clear();
+  const std::size_t seg = std::max<std::size_t>(1, kSegmentBytes / elem_);
+  // Segment b of a range [offset, offset + count): an empty range is still one (empty) message.
+  auto each_segment = [&](const Transfer& t, auto&& f) {
+    for (std::size_t b = 0; b == 0 || b < t.count; b += seg) {
+      reqs_.push_back(MPI_REQUEST_NULL);
+      f(b, int(std::min(seg, t.count - b)), &reqs_.back());
+    }
+  };
   if (s.recv.peer >= 0) {
     unsigned char* dst = s.reduce ? scratch_.data() : data_ + s.recv.offset * elem_;
-    MPI_Irecv(dst, int(s.recv.count), type_, s.recv.peer, kTag, s.recv.comm, &req_[0]);
+    each_segment(s.recv, [&](std::size_t b, int len, MPI_Request* r) {
+      MPI_Irecv(dst + b * elem_, len, type_, s.recv.peer, kTag, s.recv.comm, r);
+    });
   }
   if (s.send.peer >= 0) {
     bytes_sent_ += s.send.count * elem_;
-    MPI_Isend(data_ + s.send.offset * elem_, int(s.send.count), type_, s.send.peer, kTag, s.send.comm, &req_[1]);
+    each_segment(s.send, [&](std::size_t b, int len, MPI_Request* r) {
+      MPI_Isend(data_ + (s.send.offset + b) * elem_, len, type_, s.send.peer, kTag, s.send.comm, r);
+    });
   }
 }
 
@@ -56,10 +74,10 @@ bool ScheduledAllreduce::advance(bool block) {
   if (!active_) return true;
   for (;;) {
     if (block) {
-      wait_all(2, req_);
+      wait_all(int(reqs_.size()), reqs_.data());
     } else {
       int flag = 0;
-      MPI_Testall(2, req_, &flag, MPI_STATUSES_IGNORE);
+      MPI_Testall(int(reqs_.size()), reqs_.data(), &flag, MPI_STATUSES_IGNORE);
       if (!flag) return false;
     }
     // Both ends of the step are done: the send buffer may change now, and the received range is here.
