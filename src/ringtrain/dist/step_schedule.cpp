@@ -12,10 +12,11 @@ namespace {
 // Every schedule's messages carry this tag; a step's messages match in posting order (MPI's
 // non-overtaking rule), which is the order both peers walk their lists in.
 constexpr int kTag = 7001;
-// A step's range moves as messages of at most this many bytes, all posted at once (the ring's segment):
-// over TCP one 9 MB message a step took recursive doubling's 19 resnet18 buckets 1.5x as long as the
-// ring's 512 KiB segments between two emulated hosts on a 1 Gbit/s link, though the bytes are the same
-// (docs/BENCHMARKS.md, "Pipeline cut and patch embedding, ...").
+// A step's range moves as messages of at most this many bytes, all posted at once (the ring's segment),
+// and a step posts its sends before its receives, as the ring does. Between two emulated hosts over TCP
+// (1 Gbit/s, resnet18's 19 buckets, recursive doubling, no overlap) the wait was 568-584 ms a step with one
+// message a step, the receive posted first; 447-515 in segments; 402-409 with the sends first in one
+// message; 388-390 with both, level with the ring (docs/BENCHMARKS.md, 2026-12-06). The bytes are the same.
 constexpr std::size_t kSegmentBytes = std::size_t(512) << 10;
 }  // namespace
 
@@ -47,7 +48,7 @@ void ScheduledAllreduce::start_typed(void* data, std::size_t n, MPI_Datatype typ
 }
 
 void ScheduledAllreduce::post(const Step& s) {
-  reqs_.clear();
+  reqs_.clear();  // sends first (see kSegmentBytes)
   const std::size_t seg = std::max<std::size_t>(1, kSegmentBytes / elem_);
   // Segment b of a range [offset, offset + count): an empty range is still one (empty) message.
   auto each_segment = [&](const Transfer& t, auto&& f) {
@@ -56,16 +57,16 @@ void ScheduledAllreduce::post(const Step& s) {
       f(b, int(std::min(seg, t.count - b)), &reqs_.back());
     }
   };
-  if (s.recv.peer >= 0) {
-    unsigned char* dst = s.reduce ? scratch_.data() : data_ + s.recv.offset * elem_;
-    each_segment(s.recv, [&](std::size_t b, int len, MPI_Request* r) {
-      MPI_Irecv(dst + b * elem_, len, type_, s.recv.peer, kTag, s.recv.comm, r);
-    });
-  }
   if (s.send.peer >= 0) {
     bytes_sent_ += s.send.count * elem_;
     each_segment(s.send, [&](std::size_t b, int len, MPI_Request* r) {
       MPI_Isend(data_ + (s.send.offset + b) * elem_, len, type_, s.send.peer, kTag, s.send.comm, r);
+    });
+  }
+  if (s.recv.peer >= 0) {
+    unsigned char* dst = s.reduce ? scratch_.data() : data_ + s.recv.offset * elem_;
+    each_segment(s.recv, [&](std::size_t b, int len, MPI_Request* r) {
+      MPI_Irecv(dst + b * elem_, len, type_, s.recv.peer, kTag, s.recv.comm, r);
     });
   }
 }

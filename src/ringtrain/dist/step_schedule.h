@@ -5,7 +5,8 @@
 // add happens in the order the list gives: the list *is* the algorithm's fixed combination order, which
 // is what makes the result the same bits on every rank and run to run.
 //
-// A step moves its range in messages of at most 512 KiB, all posted at once (as the ring its segments).
+// A step moves its range in messages of at most 512 KiB, all posted at once, sends before receives (as the
+// ring its segments: over TCP either choice cost time, step_schedule.cpp).
 // ScheduledAllreduce runs a list resumably, as RingAllreduce does: start() posts the first step,
 // progress() completes whatever steps have arrived without blocking, finish() blocks.
 #pragma once
@@ -75,7 +76,7 @@ class ScheduledAllreduce {
   AlignedBuffer<unsigned char> scratch_;  // a reduce step's incoming range
   std::vector<Step> steps_;
   std::size_t next_ = 0;  // the step posted (in flight) is next_ - 1
-  std::vector<MPI_Request> reqs_;  // the step in flight: its receive's segments, then its send's
+  std::vector<MPI_Request> reqs_;  // the step in flight: its send's segments, then its receive's
   bool active_ = false;
   unsigned char* data_ = nullptr;
   std::size_t elem_ = 0;
