@@ -57,7 +57,7 @@ MeasuredCut measured_cut(const std::string& model_name, const ops::KernelTable& 
   // slower (first touch, the other ranks still starting beside it), a shared machine takes a core for a
   // while now and then, and a stage is priced by its own ranks' row: with the median of 5 passes right after
   // one untimed pass, such a moment showed as a slower core and put vit's cut half an encoder layer off
-  // the balance in 2 runs of 6 (docs/BENCHMARKS.md, "Pipeline parallelism").
+  // the balance in 2 runs of 6 (docs/BENCHMARKS.md, "Emerald Rapids: the pipeline's cut steadied, ...").
   nn::time_nodes(*model, k, micro_batch, kWarmupPasses);
   world.barrier();
   MeasuredCut m;
