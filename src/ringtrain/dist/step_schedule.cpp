@@ -12,12 +12,12 @@ namespace {
 // Every schedule's messages carry this tag; a step's messages match in posting order (MPI's
 // non-overtaking rule), which is the order both peers walk their lists in.
 constexpr int kTag = 7001;
-// A step's range moves as messages of at most this many bytes, all posted at once (the ring's segment),
+// A step's range moves as messages of at most the ring's segment (RingOptions), all posted at once,
 // and a step posts its sends before its receives, as the ring does. Between two emulated hosts over TCP
 // (1 Gbit/s, resnet18's 19 buckets, recursive doubling, no overlap) the wait was 568-584 ms a step with one
 // message a step, the receive posted first; 447-515 in segments; 402-409 with the sends first in one
 // message; 388-390 with both, level with the ring (docs/BENCHMARKS.md, 2026-12-06). The bytes are the same.
-constexpr std::size_t kSegmentBytes = std::size_t(512) << 10;
+constexpr std::size_t kSegmentBytes = RingOptions{}.segment_bytes;
 }  // namespace
 
 RankIn rank_in(MPI_Comm comm) {

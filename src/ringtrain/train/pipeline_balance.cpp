@@ -58,7 +58,7 @@ MeasuredCut measured_cut(const std::string& model_name, const ops::KernelTable& 
   // while now and then, and a stage is priced by its own ranks' row: with the median of 5 passes right after
   // one untimed pass, such a moment showed as a slower core and put vit's cut half an encoder layer off
   // the balance in 2 runs of 6 (docs/BENCHMARKS.md, "Emerald Rapids: the pipeline's cut steadied, ...").
-  nn::time_nodes(*model, k, micro_batch, kWarmupPasses);
+  nn::time_nodes(*model, k, micro_batch, kWarmupPasses);  // its untimed pass + kWarmupPasses, all discarded
   world.barrier();
   MeasuredCut m;
   m.seconds = stage_times(nn::time_node_passes(*model, k, micro_batch, kTimedPasses).fastest, P, world);
