@@ -28,7 +28,8 @@ batch_of() { case $1 in lenet5) echo 64;; *) echo 32;; esac; }
 run() {  # np model [args...] -> "step_ms wait_ms samples_per_s"
   local np=$1 model=$2; shift 2
   local out
-  out=$(mpirun -np "$np" --bind-to core "$RT" train --model "$model" --data digits --epochs 1 --log-every 0 --quiet \
+  # --epochs is only a bound: --max-steps ends the run (lenet5's 400 steps are 7 epochs of the digits at 2 ranks).
+  out=$(mpirun -np "$np" --bind-to core "$RT" train --model "$model" --data digits --epochs 1000 --log-every 0 --quiet \
         --max-steps "$(steps_of "$model")" --batch-size "$(batch_of "$model")" "$@" 2>&1)
   local steps secs rate wait
   steps=$(sed -n 's/^trained \([0-9]*\) steps in \([0-9.]*\)s (\([0-9.]*\) samples\/s.*/\1/p' <<<"$out")
@@ -47,8 +48,10 @@ for model in $MODELS; do
   s1=() r1=() son=() won=() ron=() soff=() woff=()
   for ((i = 0; i < RUNS; i++)); do
     read -r s _ r <<<"$(run 1 "$model" "$@")"; s1+=("$s"); r1+=("$r")
+    # On and off take turns going first, so a drift of the machine's speed within a round favours neither.
+    if ((i % 2)); then read -r s w _ <<<"$(run 2 "$model" --no-overlap "$@")"; soff+=("$s"); woff+=("$w"); fi
     read -r s w r <<<"$(run 2 "$model" --overlap "$OVERLAP" "$@")"; son+=("$s"); won+=("$w"); ron+=("$r")
-    read -r s w _ <<<"$(run 2 "$model" --no-overlap "$@")"; soff+=("$s"); woff+=("$w")
+    if ((i % 2 == 0)); then read -r s w _ <<<"$(run 2 "$model" --no-overlap "$@")"; soff+=("$s"); woff+=("$w"); fi
   done
   m() { printf '%s\n' "$@" | median; }
   ms1=$(m "${s1[@]}") mr1=$(m "${r1[@]}") mson=$(m "${son[@]}") mwon=$(m "${won[@]}") mron=$(m "${ron[@]}")

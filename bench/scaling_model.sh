@@ -51,7 +51,8 @@ step_s() {  # np model [args...]
   local rate
   local bind=core  # a core per rank; ranks beyond the cores cannot be bound to one each
   ((np > $(nproc))) && bind=none
-  rate=$(mpirun -np "$np" --bind-to "$bind" "$RT" train --model "$model" --data digits --epochs 1 --log-every 0 --quiet \
+  # --epochs is only a bound: --max-steps ends the run (one epoch of the digits is 31 lenet5 steps at 4 ranks).
+  rate=$(mpirun -np "$np" --bind-to "$bind" "$RT" train --model "$model" --data digits --epochs 1000 --log-every 0 --quiet \
            --max-steps "$(steps_of "$model")" --batch-size "$(batch_of "$model")" "$@" 2>&1 |
          sed -n 's/^trained .* (\([0-9.]*\) samples\/s.*/\1/p')
   [[ -n $rate ]] || { echo "scaling_model.sh: $model on $np rank(s) failed" >&2; exit 1; }
@@ -63,7 +64,7 @@ step_s() {  # np model [args...]
 step_loaded_s() {  # model
   local model=$1 c pids=() rates=()
   for ((c = 0; c < $(nproc); c++)); do
-    taskset -c "$c" "$RT" train --model "$model" --data digits --epochs 1 --log-every 0 --quiet \
+    taskset -c "$c" "$RT" train --model "$model" --data digits --epochs 1000 --log-every 0 --quiet \
       --max-steps "$(steps_of "$model")" --batch-size "$(batch_of "$model")" > "$WORK/loaded.$c" 2>&1 &
     pids+=($!)
   done
