@@ -42,7 +42,8 @@ TEST(ZooNnGradcheck, BatchNormTraining) {
     };
     f();
     std::vector<double> dx(n), dg(s.C), db(s.C);
-    ref::batch_norm_backward_train<double>(dx.data(), dg.data(), db.data(), R.data(), x.data(), g.data(), mean.data(),
+    ref::batch_norm_backward_train<double>(dx.data(), dg.data(), db.data(), R.data(), nullptr,
+                                           x.data(), g.data(), mean.data(),
                                            invstd.data(), s);
     const std::string name = "batch_norm train N" + std::to_string(s.N) + " C" + std::to_string(s.C) + " HW" +
                              std::to_string(s.HW);
@@ -64,7 +65,8 @@ TEST(ZooNnGradcheck, BatchNormEval) {
     return project(out, R);
   };
   std::vector<double> dx(n), dg(s.C), db(s.C);
-  ref::batch_norm_backward_eval<double>(dx.data(), dg.data(), db.data(), R.data(), x.data(), g.data(), rm.data(),
+  ref::batch_norm_backward_eval<double>(dx.data(), dg.data(), db.data(), R.data(), nullptr,
+                                        x.data(), g.data(), rm.data(),
                                         rv.data(), s, 1e-5);
   check_gradient("batch_norm eval dx", x, dx, f);
   check_gradient("batch_norm eval dgamma", g, dg, f);

@@ -154,10 +154,11 @@ TEST_P(ZooNnKernelTest, BatchNormTrainBackward) {
     std::vector<float> mean(wm.begin(), wm.end()), invstd(wi.begin(), wi.end());
     const std::vector<double> md = to_double(mean), id = to_double(invstd);
     std::vector<float> dx(n), dg(s.C), db(s.C);
-    k().batch_norm_backward_train(dx.data(), dg.data(), db.data(), d.dout.data(), d.x.data(), d.gamma.data(),
+    k().batch_norm_backward_train(dx.data(), dg.data(), db.data(), d.dout.data(), nullptr, d.x.data(), d.gamma.data(),
                                   mean.data(), invstd.data(), s);
     std::vector<double> wdx(n), wdg(s.C), wdb(s.C);
-    ref::batch_norm_backward_train<double>(wdx.data(), wdg.data(), wdb.data(), dy.data(), xd.data(), g.data(), md.data(),
+    ref::batch_norm_backward_train<double>(wdx.data(), wdg.data(), wdb.data(), dy.data(), nullptr,
+                                           xd.data(), g.data(), md.data(),
                                            id.data(), s);
     std::vector<double> tol(n), tol_g(s.C), tol_b(s.C);
     const double F = kBnFloatTerms, cnt = double(s.count());
@@ -185,7 +186,7 @@ TEST_P(ZooNnKernelTest, BatchNormTrainBackward) {
     expect_within("dbeta", db, wdb, tol_b);
     // dx may be null (the first layer): the parameter gradients are the same.
     std::vector<float> dg2(s.C), db2(s.C);
-    k().batch_norm_backward_train(nullptr, dg2.data(), db2.data(), d.dout.data(), d.x.data(), d.gamma.data(),
+    k().batch_norm_backward_train(nullptr, dg2.data(), db2.data(), d.dout.data(), nullptr, d.x.data(), d.gamma.data(),
                                   mean.data(), invstd.data(), s);
     expect_equal("dgamma without dx", dg2, dg);
     expect_equal("dbeta without dx", db2, db);
@@ -217,7 +218,8 @@ TEST_P(ZooNnKernelTest, BatchNormTrainOnChannelRunsEqualsWholePass) {
       for (auto [c0, c1] : runs) {
         BatchNormShape s = whole;
         s.c_begin = c0, s.c_end = c1;
-        k().batch_norm_backward_train(r.dx.data(), r.dg.data(), r.db.data(), d.dout.data(), d.x.data(), d.gamma.data(),
+        k().batch_norm_backward_train(r.dx.data(), r.dg.data(), r.db.data(), d.dout.data(), nullptr,
+          d.x.data(), d.gamma.data(),
                                       r.mean.data(), r.invstd.data(), s);
       }
       return r;
@@ -247,13 +249,14 @@ TEST_P(ZooNnKernelTest, BatchNormEvalForwardBackward) {
     std::vector<float> out(n), dx(n), dg(s.C), db(s.C);
     k().batch_norm_forward_eval(out.data(), d.x.data(), d.gamma.data(), d.beta.data(), d.rmean.data(), d.rvar.data(),
                                 s, 1e-5);
-    k().batch_norm_backward_eval(dx.data(), dg.data(), db.data(), d.dout.data(), d.x.data(), d.gamma.data(),
+    k().batch_norm_backward_eval(dx.data(), dg.data(), db.data(), d.dout.data(), nullptr, d.x.data(), d.gamma.data(),
                                  d.rmean.data(), d.rvar.data(), s, 1e-5);
     std::vector<double> xd = to_double(d.x), g = to_double(d.gamma), b = to_double(d.beta), dy = to_double(d.dout),
                         rm = to_double(d.rmean), rv = to_double(d.rvar);
     std::vector<double> want(n), wdx(n), wdg(s.C), wdb(s.C);
     ref::batch_norm_forward_eval<double>(want.data(), xd.data(), g.data(), b.data(), rm.data(), rv.data(), s, 1e-5);
-    ref::batch_norm_backward_eval<double>(wdx.data(), wdg.data(), wdb.data(), dy.data(), xd.data(), g.data(), rm.data(),
+    ref::batch_norm_backward_eval<double>(wdx.data(), wdg.data(), wdb.data(), dy.data(), nullptr,
+                                          xd.data(), g.data(), rm.data(),
                                           rv.data(), s, 1e-5);
     std::vector<double> tol(n), tol_dx(n), tol_g(s.C), tol_b(s.C);
     for (int c = 0; c < s.C; ++c) {
@@ -274,6 +277,69 @@ TEST_P(ZooNnKernelTest, BatchNormEvalForwardBackward) {
     expect_within("dx", dx, wdx, tol_dx);
     expect_within("dgamma", dg, wdg, tol_g);
     expect_within("dbeta", db, wdb, tol_b);
+  }
+}
+
+// A ReLU / ReLU6 fused into batch norm (BatchNormShape::act) gives the bits of batch norm then the separate
+// activation kernel, both ways, in training and in eval mode: forward act(bn(x)); backward batch norm's
+// backward of the activation's backward of dout. Gamma is scaled by 4 so that many outputs pass 6.
+TEST_P(ZooNnKernelTest, BatchNormFusedActivationEqualsSeparateLayers) {
+  Rng rng(14);
+  for (const BatchNormShape& plain : bn_shapes()) {
+    if (plain.count() < 2) continue;
+    BnData d = bn_data(plain, rng);
+    for (float& g : d.gamma) g *= 4.0f;
+    const std::size_t n = d.x.size();
+    for (BnActivation act : {BnActivation::Relu, BnActivation::Relu6}) {
+      SCOPED_TRACE(bn_name(plain) + (act == BnActivation::Relu ? " relu" : " relu6"));
+      BatchNormShape fused = plain;
+      fused.act = act;
+      const auto activate = [&](std::vector<float>& y, const std::vector<float>& v) {
+        act == BnActivation::Relu ? k().relu_forward(y.data(), v.data(), int64_t(n))
+                                  : k().relu6_forward(y.data(), v.data(), int64_t(n));
+      };
+      const auto through = [&](std::vector<float>& dv, const std::vector<float>& y) {
+        act == BnActivation::Relu ? k().relu_backward(dv.data(), d.dout.data(), y.data(), int64_t(n))
+                                  : k().relu6_backward(dv.data(), d.dout.data(), y.data(), int64_t(n));
+      };
+      for (bool training : {true, false}) {
+        SCOPED_TRACE(training ? "training" : "eval");
+        std::vector<float> v(n), want_y(n), y(n), dv(n), mean(plain.C), invstd(plain.C), m2(plain.C), i2(plain.C);
+        std::vector<float> rm = d.rmean, rv = d.rvar, rm2 = d.rmean, rv2 = d.rvar;
+        if (training) {
+          k().batch_norm_forward_train(v.data(), mean.data(), invstd.data(), rm.data(), rv.data(), d.x.data(),
+                                       d.gamma.data(), d.beta.data(), plain, 1e-5, 0.1);
+          k().batch_norm_forward_train(y.data(), m2.data(), i2.data(), rm2.data(), rv2.data(), d.x.data(),
+                                       d.gamma.data(), d.beta.data(), fused, 1e-5, 0.1);
+          expect_equal("save_mean", m2, mean);
+          expect_equal("save_invstd", i2, invstd);
+          expect_equal("running_var", rv2, rv);
+        } else {
+          k().batch_norm_forward_eval(v.data(), d.x.data(), d.gamma.data(), d.beta.data(), d.rmean.data(),
+                                      d.rvar.data(), plain, 1e-5);
+          k().batch_norm_forward_eval(y.data(), d.x.data(), d.gamma.data(), d.beta.data(), d.rmean.data(),
+                                      d.rvar.data(), fused, 1e-5);
+        }
+        activate(want_y, v);
+        expect_equal("out", y, want_y);
+        through(dv, want_y);
+        std::vector<float> want_dx(n), dx(n), want_dg(plain.C), dg(plain.C), want_db(plain.C), db(plain.C);
+        if (training) {
+          k().batch_norm_backward_train(want_dx.data(), want_dg.data(), want_db.data(), dv.data(), nullptr, d.x.data(),
+                                        d.gamma.data(), mean.data(), invstd.data(), plain);
+          k().batch_norm_backward_train(dx.data(), dg.data(), db.data(), d.dout.data(), y.data(), d.x.data(),
+                                        d.gamma.data(), mean.data(), invstd.data(), fused);
+        } else {
+          k().batch_norm_backward_eval(want_dx.data(), want_dg.data(), want_db.data(), dv.data(), nullptr, d.x.data(),
+                                       d.gamma.data(), d.rmean.data(), d.rvar.data(), plain, 1e-5);
+          k().batch_norm_backward_eval(dx.data(), dg.data(), db.data(), d.dout.data(), y.data(), d.x.data(),
+                                       d.gamma.data(), d.rmean.data(), d.rvar.data(), fused, 1e-5);
+        }
+        expect_equal("dx", dx, want_dx);
+        expect_equal("dgamma", dg, want_dg);
+        expect_equal("dbeta", db, want_db);
+      }
+    }
   }
 }
 

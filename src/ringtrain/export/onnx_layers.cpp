@@ -65,11 +65,18 @@ std::string max_pool(OnnxGraph& g, const LayerInput& in, const nn::LayerDescript
                 {{"kernel_shape", Ints{k, k}}, {"strides", Ints{s, s}}, {"pads", Ints{p, p, p, p}}});
 }
 
+std::string relu6(OnnxGraph& g, const LayerInput& in, const std::string& x);
+
+// BatchNormalization, then the fused activation if any (the layer's output is the activation's).
 std::string batch_norm(OnnxGraph& g, const LayerInput& in, const nn::LayerDescription& d) {
-  return g.node("BatchNormalization",
-                {in.values[0], param(g, in, 0), param(g, in, 1), buffer(g, in, d.buffers.at(0)),
-                 buffer(g, in, d.buffers.at(1))},
-                out_name(in), {{"epsilon", float(d.eps)}});
+  const bool fused = d.fused_activation != Kind::Unsupported;
+  const std::string bn = g.node("BatchNormalization",
+                                {in.values[0], param(g, in, 0), param(g, in, 1), buffer(g, in, d.buffers.at(0)),
+                                 buffer(g, in, d.buffers.at(1))},
+                                fused ? local(in, "bn") : out_name(in), {{"epsilon", float(d.eps)}});
+  if (d.fused_activation == Kind::ReLU) return g.node("Relu", {bn}, out_name(in));
+  if (d.fused_activation == Kind::ReLU6) return relu6(g, in, bn);
+  return bn;
 }
 
 // nn::Linear flattens [C, H, W] (torch.flatten(x, 1) order) before the product.
@@ -89,8 +96,7 @@ std::string token_linear(OnnxGraph& g, const LayerInput& in) {
 
 // min(relu(x), 6) with the 6 as a tensor of x's shape (x * 0 + 6: exact for finite x), because OpenCV 4.6
 // maps Min only between two computed tensors and Clip only in its opset-6 form (attributes, one input).
-std::string relu6(OnnxGraph& g, const LayerInput& in) {
-  const std::string& x = in.values[0];
+std::string relu6(OnnxGraph& g, const LayerInput& in, const std::string& x) {
   const std::string relu = g.node("Relu", {x}, local(in, "relu"));
   const std::string zero = g.node("Mul", {x, g.scalar(0.0f)}, local(in, "zeros"));
   const std::string six = g.node("Add", {zero, g.scalar(6.0f)}, local(in, "sixes"));
@@ -210,7 +216,7 @@ std::string emit_layer(OnnxGraph& g, const LayerInput& in) {
     case Kind::Linear: return linear(g, in);
     case Kind::TokenLinear: return token_linear(g, in);
     case Kind::ReLU: return g.node("Relu", {in.values[0]}, out_name(in));
-    case Kind::ReLU6: return relu6(g, in);
+    case Kind::ReLU6: return relu6(g, in, in.values[0]);
     case Kind::GELU: return gelu(g, in);
     case Kind::MaxPool2d: return max_pool(g, in, d);
     case Kind::BatchNorm2d: return batch_norm(g, in, d);

@@ -6,9 +6,17 @@
 
 namespace ringtrain::nn {
 
-BatchNorm2d::BatchNorm2d(std::string name, int channels, double eps, double momentum)
-    : Layer(std::move(name)), channels_(channels), eps_(eps), momentum_(momentum) {
+BatchNorm2d::BatchNorm2d(std::string name, int channels, double eps, double momentum, ops::BnActivation activation)
+    : Layer(std::move(name)), channels_(channels), eps_(eps), momentum_(momentum), activation_(activation) {
   check(channels > 0, name_ + ": channel count must be positive");
+}
+
+LayerDescription BatchNorm2d::describe() const {
+  using Kind = LayerDescription::Kind;
+  const Kind act = activation_ == ops::BnActivation::Relu    ? Kind::ReLU
+                   : activation_ == ops::BnActivation::Relu6 ? Kind::ReLU6
+                                                             : Kind::Unsupported;
+  return {.kind = Kind::BatchNorm2d, .eps = eps_, .buffers = {running_mean_, running_var_}, .fused_activation = act};
 }
 
 Shape BatchNorm2d::configure(const Shape& in) {
@@ -58,7 +66,7 @@ void BatchNorm2d::forward_slice(const ops::KernelTable& k, ParameterSet& p, cons
   ++*p.counter(tracked_);
 }
 
-void BatchNorm2d::backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float*,
+void BatchNorm2d::backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out,
                                  const float* dout, float* din, const Slice& s) {
   float* dgamma = grad_slot(p, 0, s);
   float* dbeta = grad_slot(p, 1, s);
@@ -69,13 +77,13 @@ void BatchNorm2d::backward_slice(const ops::KernelTable& k, ParameterSet& p, con
     return;
   }
   if (!training()) {
-    k.batch_norm_backward_eval(din, dgamma, dbeta, dout, in, gamma, p.buffer(running_mean_), p.buffer(running_var_),
-                               shape(s.size()), eps_);
+    k.batch_norm_backward_eval(din, dgamma, dbeta, dout, out, in, gamma, p.buffer(running_mean_),
+                               p.buffer(running_var_), shape(s.size()), eps_);
     return;
   }
   require_whole(s);
   by_channels(s.size(), [&](const ops::BatchNormShape& sh) {
-    k.batch_norm_backward_train(din, dgamma, dbeta, dout, in, gamma, save_mean_.data(), save_invstd_.data(), sh);
+    k.batch_norm_backward_train(din, dgamma, dbeta, dout, out, in, gamma, save_mean_.data(), save_invstd_.data(), sh);
   });
 }
 

@@ -37,6 +37,8 @@ struct LayerDescription {
   int heads = 0;                                    // SelfAttention
   int index = 0;                                    // SelectToken
   std::vector<int> buffers = {};                    // BatchNorm2d: running_mean, running_var (buffer indices)
+  // BatchNorm2d: ReLU or ReLU6 when one is fused after it (its output is the activation's), else Unsupported.
+  Kind fused_activation = Kind::Unsupported;
 };
 
 }  // namespace ringtrain::nn

@@ -10,13 +10,22 @@
 //   dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)),  xhat = (x - mean) invstd.
 // The reference accumulates channel sums in double whatever T is: it is the oracle, and a float sum over
 // N * HW (up to ~10^6 values for the zoo's first layers) would be a poor one.
+//
+// A following ReLU or ReLU6 can be fused (BatchNormShape::act): forward writes y = act(bn(x)), the same bits
+// as the separate layer's pass over bn's output, without that pass (nor its buffer); backward takes dout =
+// dL/dy and y and normalises through dout where act passes a gradient (ReLU: y > 0; ReLU6: 0 < y < 6, as
+// those layers' backward), the same bits as the separate pass before it. mobilenet_v2's 35 pairs: a read
+// and a write of every activation less in forward, a read and a write less in backward.
 #pragma once
 #include <cstdint>
 
 namespace ringtrain::ops {
 
+enum class BnActivation { None, Relu, Relu6 };
+
 struct BatchNormShape {
   int N = 1, C = 1, HW = 1;
+  BnActivation act = BnActivation::None;
   // The training passes work on channels [c_begin, c_end) of the C (c_end < 0: all of them) and touch
   // nothing of the others: the statistics of a channel are its own, so threads can split the channels
   // (nn::BatchNorm2d under --threads) with the same bits as one pass over all of them.
@@ -33,11 +42,12 @@ void batch_norm_forward_train(T* out, T* save_mean, T* save_invstd, T* running_m
 template <typename T>
 void batch_norm_forward_eval(T* out, const T* x, const T* gamma, const T* beta, const T* running_mean,
                              const T* running_var, const BatchNormShape& s, double eps);
+// y: the forward's output, read only under a fused activation (may be null without one).
 template <typename T>
-void batch_norm_backward_train(T* dx, T* dgamma, T* dbeta, const T* dout, const T* x, const T* gamma,
+void batch_norm_backward_train(T* dx, T* dgamma, T* dbeta, const T* dout, const T* y, const T* x, const T* gamma,
                                const T* save_mean, const T* save_invstd, const BatchNormShape& s);
 template <typename T>
-void batch_norm_backward_eval(T* dx, T* dgamma, T* dbeta, const T* dout, const T* x, const T* gamma,
+void batch_norm_backward_eval(T* dx, T* dgamma, T* dbeta, const T* dout, const T* y, const T* x, const T* gamma,
                               const T* running_mean, const T* running_var, const BatchNormShape& s, double eps);
 }  // namespace ref
 

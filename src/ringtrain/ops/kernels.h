@@ -80,19 +80,20 @@ struct KernelTable {
 
   // ---- the zoo's normalisation, activation and Transformer ops ----
   // Batch norm 2d over [N, C, H*W] (batch_norm.h): training (batch statistics; updates the running ones when
-  // not null) and eval (running statistics) forward, and their backward passes.
+  // not null) and eval (running statistics) forward, and their backward passes; s.act fuses a following
+  // ReLU / ReLU6, whose output y backward then reads (null without one).
   void (*batch_norm_forward_train)(float* out, float* save_mean, float* save_invstd, float* running_mean,
                                    float* running_var, const float* x, const float* gamma, const float* beta,
                                    const BatchNormShape& s, double eps, double momentum) = nullptr;
   void (*batch_norm_forward_eval)(float* out, const float* x, const float* gamma, const float* beta,
                                   const float* running_mean, const float* running_var, const BatchNormShape& s,
                                   double eps) = nullptr;
-  void (*batch_norm_backward_train)(float* dx, float* dgamma, float* dbeta, const float* dout, const float* x,
-                                    const float* gamma, const float* save_mean, const float* save_invstd,
-                                    const BatchNormShape& s) = nullptr;
-  void (*batch_norm_backward_eval)(float* dx, float* dgamma, float* dbeta, const float* dout, const float* x,
-                                   const float* gamma, const float* running_mean, const float* running_var,
-                                   const BatchNormShape& s, double eps) = nullptr;
+  void (*batch_norm_backward_train)(float* dx, float* dgamma, float* dbeta, const float* dout, const float* y,
+                                    const float* x, const float* gamma, const float* save_mean,
+                                    const float* save_invstd, const BatchNormShape& s) = nullptr;
+  void (*batch_norm_backward_eval)(float* dx, float* dgamma, float* dbeta, const float* dout, const float* y,
+                                   const float* x, const float* gamma, const float* running_mean,
+                                   const float* running_var, const BatchNormShape& s, double eps) = nullptr;
   // ReLU6 and exact GELU (pointwise.h); ReLU6's backward reads the output, GELU's the input.
   void (*relu6_forward)(float* out, const float* inp, int64_t n) = nullptr;
   void (*relu6_backward)(float* dinp, const float* dout, const float* out, int64_t n) = nullptr;

@@ -21,13 +21,18 @@ Init kaiming_fan_out(int out_channels, int kernel) {
   return Init::normal(std::sqrt(2.0 / (double(out_channels) * kernel * kernel)));
 }
 
+// Batch norm "<name>" with torchvision's ReLU6 after it fused in (the ReLU6, "<name>" + 1 there, has no
+// parameters: the checkpoint's names are the same).
+std::unique_ptr<BatchNorm2d> bn_relu6(const std::string& name, int channels) {
+  return std::make_unique<BatchNorm2d>(name, channels, 1e-5, 0.1, ops::BnActivation::Relu6);
+}
+
 // Conv2dNormActivation(in, out, kernel, stride, groups, BatchNorm2d, ReLU6): "<name>.0" conv (no bias,
-// padding (kernel - 1) / 2), "<name>.1" batch norm, then ReLU6.
+// padding (kernel - 1) / 2), "<name>.1" batch norm, then ReLU6 ("<name>.2", fused into the batch norm).
 void conv_bn_relu6(GraphBuilder& g, const std::string& name, int in, int out, int kernel, int stride, int groups) {
   g.add(std::make_unique<Conv2d>(name + ".0", in, out, kernel, stride, (kernel - 1) / 2, groups, false,
                                  kaiming_fan_out(out, kernel)));
-  g.add(std::make_unique<BatchNorm2d>(name + ".1", out));
-  g.add(std::make_unique<ReLU6>(name + ".2"));
+  g.add(bn_relu6(name + ".1", out));
 }
 
 // InvertedResidual(in, out, stride, expand): [1x1 expand conv-bn-relu6] -> 3x3 depthwise conv-bn-relu6 ->
@@ -50,8 +55,7 @@ std::unique_ptr<Model> make_mobilenet_v2() {
   GraphBuilder g({1, 28, 28});
   // features.0: the replaced stem conv keeps nn.Conv2d's default init; its batch norm the usual ones/zeros.
   g.add(std::make_unique<Conv2d>("features.0.0", 1, 32, 3, 2, 1, 1, false));
-  g.add(std::make_unique<BatchNorm2d>("features.0.1", 32));
-  int x = g.add(std::make_unique<ReLU6>("features.0.2"));
+  int x = g.add(bn_relu6("features.0.1", 32));
   // (expansion t, channels c, repeats n, first stride s), torchvision's inverted_residual_setting.
   const int setting[7][4] = {{1, 16, 1, 1}, {6, 24, 2, 2}, {6, 32, 3, 2}, {6, 64, 4, 2},
                              {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1}};

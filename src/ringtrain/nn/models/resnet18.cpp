@@ -25,12 +25,17 @@ std::unique_ptr<Conv2d> conv(const std::string& name, int in, int out, int kerne
   return std::make_unique<Conv2d>(name, in, out, kernel, stride, pad, 1, false, kaiming_fan_out(out, kernel));
 }
 
-// BasicBlock: conv3x3(stride) -> bn -> relu -> conv3x3 -> bn, plus the identity (or a 1x1 conv + bn
-// when the shape changes), then relu. Returns the block's output value.
+// Batch norm "<name>" with the ReLU after it fused in (the ReLU has no parameters: torchvision's
+// checkpoint names are the same).
+std::unique_ptr<BatchNorm2d> bn_relu(const std::string& name, int channels) {
+  return std::make_unique<BatchNorm2d>(name, channels, 1e-5, 0.1, ops::BnActivation::Relu);
+}
+
+// BasicBlock: conv3x3(stride) -> bn -> relu (fused into the bn) -> conv3x3 -> bn, plus the identity (or a
+// 1x1 conv + bn when the shape changes), then relu. Returns the block's output value.
 int basic_block(GraphBuilder& g, const std::string& name, int x, int in, int out, int stride) {
   int y = g.add(conv(name + ".conv1", in, out, 3, stride, 1), {x});
-  y = g.add(std::make_unique<BatchNorm2d>(name + ".bn1", out));
-  y = g.add(std::make_unique<ReLU>(name + ".relu1"));
+  y = g.add(bn_relu(name + ".bn1", out));
   y = g.add(conv(name + ".conv2", out, out, 3, 1, 1));
   y = g.add(std::make_unique<BatchNorm2d>(name + ".bn2", out));
   int identity = x;
@@ -47,8 +52,7 @@ int basic_block(GraphBuilder& g, const std::string& name, int x, int in, int out
 std::unique_ptr<Model> make_resnet18() {
   GraphBuilder g({1, 28, 28});
   g.add(std::make_unique<Conv2d>("conv1", 1, 64, 7, 2, 3, 1, false));  // replaced stem: nn.Conv2d's default init
-  g.add(std::make_unique<BatchNorm2d>("bn1", 64));
-  g.add(std::make_unique<ReLU>("relu"));
+  g.add(bn_relu("bn1", 64));  // and torchvision's "relu"
   int x = g.add(std::make_unique<MaxPool2d>("maxpool", 3, 2, 1));
   const int widths[4] = {64, 128, 256, 512};
   int in = 64;

@@ -16,15 +16,34 @@ T* plane(T* x, const BatchNormShape& s, int n, int c) {
   return x + (int64_t(n) * s.C + c) * s.HW;
 }
 
-// out = (x - mean) * invstd * gamma + beta for channel c.
+// The fused activation of a normalised value (already rounded to T), as ReLU's and ReLU6's reference.
+template <typename T>
+T activate(T v, BnActivation act) {
+  if (act == BnActivation::None) return v;
+  if (act == BnActivation::Relu) return v > T(0) ? v : T(0);
+  return v > T(0) ? (v < T(6) ? v : T(6)) : T(0);
+}
+// The gradient reaching the normalisation: dout where the activation passes one (read from its output y).
+template <typename T>
+double through_activation(const T* dout, const T* y, int64_t at, BnActivation act) {
+  if (act == BnActivation::None) return dout[at];
+  const bool passes = act == BnActivation::Relu ? y[at] > T(0) : y[at] > T(0) && y[at] < T(6);
+  return passes ? double(dout[at]) : 0.0;
+}
+
+// out = act((x - mean) * invstd * gamma + beta) for channel c.
 template <typename T>
 void normalise(T* out, const T* x, double mean, double invstd, double gamma, double beta, const BatchNormShape& s,
                int c) {
   for (int n = 0; n < s.N; ++n) {
     const T* xp = plane(x, s, n, c);
     T* op = plane(out, s, n, c);
-    for (int i = 0; i < s.HW; ++i) op[i] = T((double(xp[i]) - mean) * invstd * gamma + beta);
+    for (int i = 0; i < s.HW; ++i) op[i] = activate(T((double(xp[i]) - mean) * invstd * gamma + beta), s.act);
   }
+}
+
+int64_t at(const BatchNormShape& s, int n, int c, int i) {
+  return (int64_t(n) * s.C + c) * s.HW + i;
 }
 
 }  // namespace
@@ -64,7 +83,7 @@ void batch_norm_forward_eval(T* out, const T* x, const T* gamma, const T* beta, 
 }
 
 template <typename T>
-void batch_norm_backward_train(T* dx, T* dgamma, T* dbeta, const T* dout, const T* x, const T* gamma,
+void batch_norm_backward_train(T* dx, T* dgamma, T* dbeta, const T* dout, const T* y, const T* x, const T* gamma,
                                const T* save_mean, const T* save_invstd, const BatchNormShape& s) {
   const double count = double(s.count());
   for (int c = s.c_begin; c < s.channels_end(); ++c) {
@@ -72,7 +91,7 @@ void batch_norm_backward_train(T* dx, T* dgamma, T* dbeta, const T* dout, const 
     double sum_dy = 0.0, sum_dy_xhat = 0.0;
     for (int n = 0; n < s.N; ++n)
       for (int i = 0; i < s.HW; ++i) {
-        const double dy = plane(dout, s, n, c)[i];
+        const double dy = through_activation(dout, y, at(s, n, c, i), s.act);
         sum_dy += dy;
         sum_dy_xhat += dy * (double(plane(x, s, n, c)[i]) - mean) * invstd;
       }
@@ -83,20 +102,20 @@ void batch_norm_backward_train(T* dx, T* dgamma, T* dbeta, const T* dout, const 
     for (int n = 0; n < s.N; ++n)
       for (int i = 0; i < s.HW; ++i) {
         const double xhat = (double(plane(x, s, n, c)[i]) - mean) * invstd;
-        plane(dx, s, n, c)[i] = T(k * (double(plane(dout, s, n, c)[i]) - mdy - xhat * mdyx));
+        plane(dx, s, n, c)[i] = T(k * (through_activation(dout, y, at(s, n, c, i), s.act) - mdy - xhat * mdyx));
       }
   }
 }
 
 template <typename T>
-void batch_norm_backward_eval(T* dx, T* dgamma, T* dbeta, const T* dout, const T* x, const T* gamma,
+void batch_norm_backward_eval(T* dx, T* dgamma, T* dbeta, const T* dout, const T* y, const T* x, const T* gamma,
                               const T* running_mean, const T* running_var, const BatchNormShape& s, double eps) {
   for (int c = 0; c < s.C; ++c) {
     const double mean = running_mean[c], invstd = 1.0 / std::sqrt(double(running_var[c]) + eps);
     double sum_dy = 0.0, sum_dy_xhat = 0.0;
     for (int n = 0; n < s.N; ++n)
       for (int i = 0; i < s.HW; ++i) {
-        const double dy = plane(dout, s, n, c)[i];
+        const double dy = through_activation(dout, y, at(s, n, c, i), s.act);
         sum_dy += dy;
         sum_dy_xhat += dy * (double(plane(x, s, n, c)[i]) - mean) * invstd;
         if (dx) plane(dx, s, n, c)[i] = T(dy * double(gamma[c]) * invstd);
@@ -112,9 +131,9 @@ void batch_norm_backward_eval(T* dx, T* dgamma, T* dbeta, const T* dout, const T
   template void batch_norm_forward_eval<T>(T*, const T*, const T*, const T*, const T*, const T*,               \
                                            const BatchNormShape&, double);                                    \
   template void batch_norm_backward_train<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*,     \
-                                             const BatchNormShape&);                                          \
+                                             const T*, const BatchNormShape&);                                \
   template void batch_norm_backward_eval<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*,      \
-                                            const BatchNormShape&, double);
+                                            const T*, const BatchNormShape&, double);
 RINGTRAIN_BN(float)
 RINGTRAIN_BN(double)
 #undef RINGTRAIN_BN
