@@ -44,33 +44,47 @@ AllreduceCostModel agree_on_model(Communicator& comm, const AllreduceCostModel& 
 
 AllreduceCostModel calibrate_allreduce(MpiCommunicator& comm, const CalibrationOptions& opt) {
   const std::vector<AllreduceAlgorithm>& algos = concrete_allreduce_algorithms();
-  const std::size_t S = opt.sizes_bytes.size(), A = algos.size(), R = std::size_t(std::max(1, opt.repeats));
-  std::vector<double> t(S * A * R, 0.0);  // [size][algorithm][repeat]
+  const std::size_t A = algos.size(), R = std::size_t(std::max(1, opt.repeats));
+  check(!opt.sizes_bytes.empty() && std::is_sorted(opt.sizes_bytes.begin(), opt.sizes_bytes.end()),
+        "all-reduce calibration: the sizes must be given, ascending");
+  std::vector<std::size_t> timed;             // the sizes timed
+  std::vector<std::vector<double>> medians;   // medians[i][a]: algorithm a at timed[i], the slowest rank's
+  double spent = 0.0;                         // seconds of calls so far, from the agreed times
+  std::vector<double> t(A * R);               // [algorithm][repeat]
   std::vector<float> buf;
-  for (std::size_t s = 0; s < S; ++s) {
-    buf.assign(opt.sizes_bytes[s] / sizeof(float), 0.0f);  // zeros: the same adds, no overflow over repeats
-    for (std::size_t r = 0; r <= R; ++r) {  // r == 0 warms up (connections, scratch)
-      for (std::size_t a = 0; a < A; ++a) {  // interleaved, so machine noise hits every algorithm alike
+  for (std::size_t bytes : opt.sizes_bytes) {
+    if (bytes > opt.always_bytes && !timed.empty()) {
+      double last = 0.0;  // one round of every algorithm at the last size timed
+      for (double m : medians.back()) last += m;
+      const double predicted = last * double(bytes) / double(timed.back()) * double(R + 1);
+      if (spent + predicted > opt.budget_s) break;
+    }
+    buf.assign(bytes / sizeof(float), 0.0f);  // zeros: the same adds, no overflow over repeats
+    for (std::size_t r = 0; r <= R; ++r) {    // r == 0 warms up (connections, scratch)
+      for (std::size_t a = 0; a < A; ++a) {   // interleaved, so machine noise hits every algorithm alike
         MPI_Barrier(comm.comm());
         const auto t0 = std::chrono::steady_clock::now();
         comm.allreduce_sum_with(algos[a], buf.data(), buf.size());
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (r > 0) t[(s * A + a) * R + (r - 1)] = dt;
+        if (r > 0) t[a * R + (r - 1)] = dt;
       }
     }
+    MPI_Allreduce(MPI_IN_PLACE, t.data(), int(t.size()), MPI_DOUBLE, MPI_MAX, comm.comm());  // the slowest rank
+    std::vector<double>& med = medians.emplace_back(A);
+    for (std::size_t a = 0; a < A; ++a) {
+      med[a] = median(std::vector<double>(t.begin() + std::ptrdiff_t(a * R), t.begin() + std::ptrdiff_t((a + 1) * R)));
+      spent += med[a] * double(R + 1);
+    }
+    timed.push_back(bytes);
   }
-  MPI_Allreduce(MPI_IN_PLACE, t.data(), int(t.size()), MPI_DOUBLE, MPI_MAX, comm.comm());  // the slowest rank
   AllreduceCostModel m;
   m.world_size = comm.size();
   m.hosts = comm.hosts();
-  m.max_bytes = *std::max_element(opt.sizes_bytes.begin(), opt.sizes_bytes.end());
+  m.max_bytes = timed.back();
+  const std::vector<double> bytes(timed.begin(), timed.end());
   for (std::size_t a = 0; a < A; ++a) {
-    std::vector<double> bytes, seconds;
-    for (std::size_t s = 0; s < S; ++s) {
-      bytes.push_back(double(opt.sizes_bytes[s]));
-      seconds.push_back(median(std::vector<double>(t.begin() + std::ptrdiff_t((s * A + a) * R),
-                                                   t.begin() + std::ptrdiff_t((s * A + a + 1) * R))));
-    }
+    std::vector<double> seconds;
+    for (const std::vector<double>& per_size : medians) seconds.push_back(per_size[a]);
     m.lines[algos[a]] = fit_alpha_beta(bytes, seconds);
   }
   return agree_on_model(comm, m);

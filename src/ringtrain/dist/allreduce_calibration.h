@@ -1,6 +1,6 @@
 // --allreduce auto's start-up: time every algorithm on the data-parallel communicator at a few sizes
 // (the slowest rank's time per call, the median of a few repeats), fit each an alpha-beta line
-// (allreduce_cost_model.h) - about 0.1-0.5 s - or read a calibration cached in a file
+// (allreduce_cost_model.h) - about 0.2-0.6 s - or read a calibration cached in a file
 // (--allreduce-calibration FILE: read when it exists, else measured and written there).
 //
 // Every rank must choose the same algorithm for a bucket (they run it together), so the numbers are
@@ -19,8 +19,15 @@
 namespace ringtrain::dist {
 
 struct CalibrationOptions {
+  // Ascending. Those up to always_bytes are always timed; a larger one only when timing it is predicted (from
+  // the size before it, scaled by the bytes) to keep the whole calibration within budget_s: 16 MiB on shared
+  // memory (~0.3 s more at 4 ranks, where it shows MPI_Allreduce's own large-message algorithm and which of
+  // ours extrapolate well), not over a 1 Gbit/s link (seconds). The decision uses the agreed (slowest
+  // rank's) times, so every rank times the same sizes.
   std::vector<std::size_t> sizes_bytes = {std::size_t(4) << 10, std::size_t(32) << 10, std::size_t(256) << 10,
-                                          std::size_t(2) << 20};
+                                          std::size_t(2) << 20, std::size_t(16) << 20};
+  std::size_t always_bytes = std::size_t(2) << 20;
+  double budget_s = 0.5;
   int repeats = 5;  // after one warm-up
 };
 
