@@ -15,9 +15,9 @@ void GELU::forward_slice(const ops::KernelTable& k, ParameterSet&, const float* 
   if (!s.empty()) k.gelu_forward(out, in, s.size() * per_sample_);
 }
 
-void GELU::backward_slice(const ops::KernelTable& k, ParameterSet&, const float* in, const float*, const float* dout,
+void GELU::backward_slice(const ops::KernelTable& k, ParameterSet&, const float* in, const float* out, const float* dout,
                           float* din, const Slice& s) {
-  if (din && !s.empty()) k.gelu_backward(din, dout, in, s.size() * per_sample_);
+  if (din && !s.empty()) k.gelu_backward(din, dout, in, out, s.size() * per_sample_);
 }
 
 }  // namespace ringtrain::nn

@@ -98,7 +98,9 @@ struct KernelTable {
   void (*relu6_forward)(float* out, const float* inp, int64_t n) = nullptr;
   void (*relu6_backward)(float* dinp, const float* dout, const float* out, int64_t n) = nullptr;
   void (*gelu_forward)(float* out, const float* inp, int64_t n) = nullptr;
-  void (*gelu_backward)(float* dinp, const float* dout, const float* inp, int64_t n) = nullptr;
+  // GELU's backward reads its input and its forward's output: the fast kernels take Phi(x) = out / x from
+  // it (one reciprocal) instead of a second erfc; the reference ignores out.
+  void (*gelu_backward)(float* dinp, const float* dout, const float* inp, const float* out, int64_t n) = nullptr;
   // Residual add and dropout (elementwise.h); dropout's backward is the same call on dout.
   void (*add_forward)(float* out, const float* a, const float* b, int64_t n) = nullptr;
   void (*dropout_forward)(float* out, const float* x, const DropoutShape& s) = nullptr;

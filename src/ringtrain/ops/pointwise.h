@@ -15,7 +15,8 @@ template <typename T>
 void relu6_backward(T* dinp, const T* dout, const T* out, int64_t n);
 template <typename T>
 void gelu_forward(T* out, const T* inp, int64_t n);
+// out (the forward's output) is unused here: the oracle takes Phi from erfc, not from the forward.
 template <typename T>
-void gelu_backward(T* dinp, const T* dout, const T* inp, int64_t n);
+void gelu_backward(T* dinp, const T* dout, const T* inp, const T* out, int64_t n);
 }  // namespace ref
 }  // namespace ringtrain::ops

@@ -21,8 +21,8 @@ Init kaiming_fan_out(int out_channels, int kernel) {
   return Init::normal(std::sqrt(2.0 / (double(out_channels) * kernel * kernel)));
 }
 
-// Batch norm "<name>" with torchvision's ReLU6 after it fused in (the ReLU6, "<name>" + 1 there, has no
-// parameters: the checkpoint's names are the same).
+// Batch norm "<name>" with torchvision's ReLU6 right after it fused in (the ReLU6 has no parameters: the
+// checkpoint's names are the same).
 std::unique_ptr<BatchNorm2d> bn_relu6(const std::string& name, int channels) {
   return std::make_unique<BatchNorm2d>(name, channels, 1e-5, 0.1, ops::BnActivation::Relu6);
 }

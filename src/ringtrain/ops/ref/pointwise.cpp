@@ -24,7 +24,7 @@ void gelu_forward(T* out, const T* inp, int64_t n) {
 }
 
 template <typename T>
-void gelu_backward(T* dinp, const T* dout, const T* inp, int64_t n) {
+void gelu_backward(T* dinp, const T* dout, const T* inp, const T*, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const double x = inp[i];
     const double cdf = 0.5 * std::erfc(-x * M_SQRT1_2), pdf = std::exp(-0.5 * x * x) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
@@ -36,7 +36,7 @@ void gelu_backward(T* dinp, const T* dout, const T* inp, int64_t n) {
   template void relu6_forward<T>(T*, const T*, int64_t);           \
   template void relu6_backward<T>(T*, const T*, const T*, int64_t); \
   template void gelu_forward<T>(T*, const T*, int64_t);            \
-  template void gelu_backward<T>(T*, const T*, const T*, int64_t);
+  template void gelu_backward<T>(T*, const T*, const T*, const T*, int64_t);
 RINGTRAIN_PW(float)
 RINGTRAIN_PW(double)
 #undef RINGTRAIN_PW
