@@ -77,6 +77,8 @@ TEST(Calibration, LargeSizesOnlyWithinTheBudget) {
   const AllreduceCostModel all = calibrate_allreduce(comm, o);
   EXPECT_EQ(all.max_bytes, std::size_t(1) << 20);
   expect_same_text_on_all_ranks(all.to_json());
+  o.largest_message_bytes = std::size_t(32) << 10;  // covered by 64 KiB: nothing larger is timed
+  EXPECT_EQ(calibrate_allreduce(comm, o).max_bytes, std::size_t(64) << 10);
   o.sizes_bytes = {std::size_t(64) << 10, std::size_t(4) << 10};
   std::string e;
   try {

@@ -479,12 +479,15 @@ int train_command(int argc, char** argv, int first) {
   if (plan_buckets) {
     auto* mpi = dynamic_cast<dist::MpiCommunicator*>(&dp_comm);
     check(mpi != nullptr, "--allreduce auto: the data-parallel group is not an MPI communicator");
-    const dist::Calibration cal = dist::load_or_calibrate(*mpi, opt.str("allreduce-calibration"));
+    const std::vector<dist::Bucket> buckets = dist::make_buckets(model->params(), config.reducer.bucket_bytes);
+    dist::CalibrationOptions timing;
+    timing.largest_message_bytes = 0;  // no size timed past the one that covers the largest bucket
+    for (const dist::Bucket& b : buckets)
+      timing.largest_message_bytes = std::max(timing.largest_message_bytes, b.count * sizeof(float));
+    const dist::Calibration cal = dist::load_or_calibrate(*mpi, opt.str("allreduce-calibration"), timing);
     *mpi_options.cost_model = cal.model;
     if (comm.rank() == 0)
-      std::cout << "all-reduce auto (" << cal.how << "): "
-                << dist::plan_text(cal.model, dist::make_buckets(model->params(), config.reducer.bucket_bytes),
-                                   config.reducer.bucket_bytes)
+      std::cout << "all-reduce auto (" << cal.how << "): " << dist::plan_text(cal.model, buckets, config.reducer.bucket_bytes)
                 << std::endl;
   }
 

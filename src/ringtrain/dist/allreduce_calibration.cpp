@@ -54,6 +54,7 @@ AllreduceCostModel calibrate_allreduce(MpiCommunicator& comm, const CalibrationO
   std::vector<float> buf;
   for (std::size_t bytes : opt.sizes_bytes) {
     if (bytes > opt.always_bytes && !timed.empty()) {
+      if (timed.back() >= opt.largest_message_bytes) break;  // the sizes timed already cover every message
       double last = 0.0;  // one round of every algorithm at the last size timed
       for (double m : medians.back()) last += m;
       const double predicted = last * double(bytes) / double(timed.back()) * double(R + 1);

@@ -10,6 +10,7 @@
 // delete it to measure again.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,14 +20,16 @@
 namespace ringtrain::dist {
 
 struct CalibrationOptions {
-  // Ascending. Those up to always_bytes are always timed; a larger one only when timing it is predicted (from
-  // the size before it, scaled by the bytes) to keep the whole calibration within budget_s: 16 MiB on shared
-  // memory (~0.3 s more at 4 ranks, where it shows MPI_Allreduce's own large-message algorithm and which of
-  // ours extrapolate well), not over a 1 Gbit/s link (seconds). The decision uses the agreed (slowest
-  // rank's) times, so every rank times the same sizes.
+  // Ascending. Those up to always_bytes are always timed; a larger one only while the sizes timed are still
+  // below largest_message_bytes (the largest bucket the plan will reduce: lenet5's never need it) and timing it
+  // is predicted (from the size before it, scaled by the bytes) to keep the whole calibration within budget_s:
+  // 16 MiB on shared memory (~0.3 s more at 4 ranks, where it shows MPI_Allreduce's own large-message
+  // algorithm and which of ours extrapolate well), not over a 1 Gbit/s link (seconds). The decision uses the
+  // agreed (slowest rank's) times, so every rank times the same sizes.
   std::vector<std::size_t> sizes_bytes = {std::size_t(4) << 10, std::size_t(32) << 10, std::size_t(256) << 10,
                                           std::size_t(2) << 20, std::size_t(16) << 20};
   std::size_t always_bytes = std::size_t(2) << 20;
+  std::size_t largest_message_bytes = SIZE_MAX;
   double budget_s = 0.5;
   int repeats = 5;  // after one warm-up
 };
