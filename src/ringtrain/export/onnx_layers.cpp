@@ -65,20 +65,6 @@ std::string max_pool(OnnxGraph& g, const LayerInput& in, const nn::LayerDescript
                 {{"kernel_shape", Ints{k, k}}, {"strides", Ints{s, s}}, {"pads", Ints{p, p, p, p}}});
 }
 
-std::string relu6(OnnxGraph& g, const LayerInput& in, const std::string& x);
-
-// BatchNormalization, then the fused activation if any (the layer's output is the activation's).
-std::string batch_norm(OnnxGraph& g, const LayerInput& in, const nn::LayerDescription& d) {
-  const bool fused = d.fused_activation != Kind::Unsupported;
-  const std::string bn = g.node("BatchNormalization",
-                                {in.values[0], param(g, in, 0), param(g, in, 1), buffer(g, in, d.buffers.at(0)),
-                                 buffer(g, in, d.buffers.at(1))},
-                                fused ? local(in, "bn") : out_name(in), {{"epsilon", float(d.eps)}});
-  if (d.fused_activation == Kind::ReLU) return g.node("Relu", {bn}, out_name(in));
-  if (d.fused_activation == Kind::ReLU6) return relu6(g, in, bn);
-  return bn;
-}
-
 // nn::Linear flattens [C, H, W] (torch.flatten(x, 1) order) before the product.
 std::string linear(OnnxGraph& g, const LayerInput& in) {
   std::string x = in.values[0];
@@ -101,6 +87,18 @@ std::string relu6(OnnxGraph& g, const LayerInput& in, const std::string& x) {
   const std::string zero = g.node("Mul", {x, g.scalar(0.0f)}, local(in, "zeros"));
   const std::string six = g.node("Add", {zero, g.scalar(6.0f)}, local(in, "sixes"));
   return g.node("Min", {relu, six}, out_name(in));
+}
+
+// BatchNormalization, then the fused activation if any (the layer's output is the activation's).
+std::string batch_norm(OnnxGraph& g, const LayerInput& in, const nn::LayerDescription& d) {
+  const bool fused = d.fused_activation != Kind::Unsupported;
+  const std::string bn = g.node("BatchNormalization",
+                                {in.values[0], param(g, in, 0), param(g, in, 1), buffer(g, in, d.buffers.at(0)),
+                                 buffer(g, in, d.buffers.at(1))},
+                                fused ? local(in, "bn") : out_name(in), {{"epsilon", float(d.eps)}});
+  if (d.fused_activation == Kind::ReLU) return g.node("Relu", {bn}, out_name(in));
+  if (d.fused_activation == Kind::ReLU6) return relu6(g, in, bn);
+  return bn;
 }
 
 // Exact GELU: x * (1 + erf(x / sqrt(2))) * 0.5, PyTorch's own spelling at opset 13.

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ringtrain/ops/activation.h"
+#include "ringtrain/ops/pointwise.h"
+
 namespace ringtrain::ops::ref {
 namespace {
 
@@ -16,34 +19,29 @@ T* plane(T* x, const BatchNormShape& s, int n, int c) {
   return x + (int64_t(n) * s.C + c) * s.HW;
 }
 
-// The fused activation of a normalised value (already rounded to T), as ReLU's and ReLU6's reference.
-template <typename T>
-T activate(T v, BnActivation act) {
-  if (act == BnActivation::None) return v;
-  if (act == BnActivation::Relu) return v > T(0) ? v : T(0);
-  return v > T(0) ? (v < T(6) ? v : T(6)) : T(0);
-}
-// The gradient reaching the normalisation: dout where the activation passes one (read from its output y).
-template <typename T>
-double through_activation(const T* dout, const T* y, int64_t at, BnActivation act) {
-  if (act == BnActivation::None) return dout[at];
-  const bool passes = act == BnActivation::Relu ? y[at] > T(0) : y[at] > T(0) && y[at] < T(6);
-  return passes ? double(dout[at]) : 0.0;
-}
-
-// out = act((x - mean) * invstd * gamma + beta) for channel c.
+// out = act((x - mean) * invstd * gamma + beta) for channel c: the fused activation is the separate layer's
+// own reference (relu_forward, relu6_forward) on the rounded plane.
 template <typename T>
 void normalise(T* out, const T* x, double mean, double invstd, double gamma, double beta, const BatchNormShape& s,
                int c) {
   for (int n = 0; n < s.N; ++n) {
     const T* xp = plane(x, s, n, c);
     T* op = plane(out, s, n, c);
-    for (int i = 0; i < s.HW; ++i) op[i] = activate(T((double(xp[i]) - mean) * invstd * gamma + beta), s.act);
+    for (int i = 0; i < s.HW; ++i) op[i] = T((double(xp[i]) - mean) * invstd * gamma + beta);
+    if (s.act == BnActivation::Relu) relu_forward(op, op, s.HW);
+    if (s.act == BnActivation::Relu6) relu6_forward(op, op, s.HW);
   }
 }
 
-int64_t at(const BatchNormShape& s, int n, int c, int i) {
-  return (int64_t(n) * s.C + c) * s.HW + i;
+// The gradient the normalisation sees at element i of sample n, channel c: dout, or dout through the fused
+// activation's own reference backward (relu_backward, relu6_backward) on its output y.
+template <typename T>
+double grad_in(const T* dout, const T* y, const BatchNormShape& s, int n, int c, int i) {
+  const T d = plane(dout, s, n, c)[i];
+  T g = d;
+  if (s.act == BnActivation::Relu) relu_backward(&g, &d, plane(y, s, n, c) + i, 1);
+  if (s.act == BnActivation::Relu6) relu6_backward(&g, &d, plane(y, s, n, c) + i, 1);
+  return double(g);
 }
 
 }  // namespace
@@ -91,7 +89,7 @@ void batch_norm_backward_train(T* dx, T* dgamma, T* dbeta, const T* dout, const 
     double sum_dy = 0.0, sum_dy_xhat = 0.0;
     for (int n = 0; n < s.N; ++n)
       for (int i = 0; i < s.HW; ++i) {
-        const double dy = through_activation(dout, y, at(s, n, c, i), s.act);
+        const double dy = grad_in(dout, y, s, n, c, i);
         sum_dy += dy;
         sum_dy_xhat += dy * (double(plane(x, s, n, c)[i]) - mean) * invstd;
       }
@@ -102,7 +100,7 @@ void batch_norm_backward_train(T* dx, T* dgamma, T* dbeta, const T* dout, const 
     for (int n = 0; n < s.N; ++n)
       for (int i = 0; i < s.HW; ++i) {
         const double xhat = (double(plane(x, s, n, c)[i]) - mean) * invstd;
-        plane(dx, s, n, c)[i] = T(k * (through_activation(dout, y, at(s, n, c, i), s.act) - mdy - xhat * mdyx));
+        plane(dx, s, n, c)[i] = T(k * (grad_in(dout, y, s, n, c, i) - mdy - xhat * mdyx));
       }
   }
 }
@@ -115,7 +113,7 @@ void batch_norm_backward_eval(T* dx, T* dgamma, T* dbeta, const T* dout, const T
     double sum_dy = 0.0, sum_dy_xhat = 0.0;
     for (int n = 0; n < s.N; ++n)
       for (int i = 0; i < s.HW; ++i) {
-        const double dy = through_activation(dout, y, at(s, n, c, i), s.act);
+        const double dy = grad_in(dout, y, s, n, c, i);
         sum_dy += dy;
         sum_dy_xhat += dy * (double(plane(x, s, n, c)[i]) - mean) * invstd;
         if (dx) plane(dx, s, n, c)[i] = T(dy * double(gamma[c]) * invstd);
