@@ -41,6 +41,15 @@ struct VecAvx2 {
   static R sqrt(R a) { return _mm256_sqrt_ps(a); }
   static R select_gt(R x, R y, R a, R b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, y, _CMP_GT_OQ)); }
   static R select_eq(R x, R y, R a, R b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, y, _CMP_EQ_OQ)); }
+  // The same against zero with a compare and one logic op (vblendvps is more than one uop on Intel's cores):
+  // x op y ? a : 0, and x op y ? 0 : a (false for NaN, as the scalar comparison).
+  static R where_eq(R x, R y, R a) { return _mm256_and_ps(_mm256_cmp_ps(x, y, _CMP_EQ_OQ), a); }
+  static R where_gt(R x, R y, R a) { return _mm256_and_ps(_mm256_cmp_ps(x, y, _CMP_GT_OQ), a); }
+  static R unless_eq(R x, R y, R a) { return _mm256_andnot_ps(_mm256_cmp_ps(x, y, _CMP_EQ_OQ), a); }
+  static R unless_gt(R x, R y, R a) { return _mm256_andnot_ps(_mm256_cmp_ps(x, y, _CMP_GT_OQ), a); }
+  // a > b ? a : b and a < b ? a : b (b when either is NaN: the instructions' rule).
+  static R max(R a, R b) { return _mm256_max_ps(a, b); }
+  static R min(R a, R b) { return _mm256_min_ps(a, b); }
   // Max-pool's rule (ops/pool.h): v replaces best if v > best, or if v is NaN and best is not.
   static M take_max(R v, R best) {
     return _mm256_castps_si256(_mm256_and_ps(_mm256_cmp_ps(v, best, _CMP_NLE_UQ), _mm256_cmp_ps(best, best, _CMP_ORD_Q)));

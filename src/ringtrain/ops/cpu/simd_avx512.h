@@ -50,6 +50,14 @@ struct VecAvx512 {
   // x > y ? a : b (false for NaN, as the scalar comparison)
   static R select_gt(R x, R y, R a, R b) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, y, _CMP_GT_OQ), b, a); }
   static R select_eq(R x, R y, R a, R b) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, y, _CMP_EQ_OQ), b, a); }
+  // x op y ? a : 0, and x op y ? 0 : a (false for NaN).
+  static R where_eq(R x, R y, R a) { return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, y, _CMP_EQ_OQ), a); }
+  static R where_gt(R x, R y, R a) { return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, y, _CMP_GT_OQ), a); }
+  static R unless_eq(R x, R y, R a) { return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, y, _CMP_NEQ_UQ), a); }
+  static R unless_gt(R x, R y, R a) { return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, y, _CMP_NGT_UQ), a); }
+  // a > b ? a : b and a < b ? a : b (b when either is NaN: the instructions' rule).
+  static R max(R a, R b) { return _mm512_max_ps(a, b); }
+  static R min(R a, R b) { return _mm512_min_ps(a, b); }
   // Max-pool's rule (ops/pool.h): v replaces best if v > best, or if v is NaN and best is not. Two compares: the
   // unordered not-less-or-equal (v > best or either NaN), under the mask of a non-NaN best.
   static M take_max(R v, R best) {

@@ -31,6 +31,13 @@ struct VecScalar {
   static R sqrt(R a) { return __builtin_sqrtf(a); }
   static R select_gt(R x, R y, R a, R b) { return x > y ? a : b; }
   static R select_eq(R x, R y, R a, R b) { return x == y ? a : b; }
+  static R where_eq(R x, R y, R a) { return x == y ? a : 0.0f; }
+  static R where_gt(R x, R y, R a) { return x > y ? a : 0.0f; }
+  static R unless_eq(R x, R y, R a) { return x == y ? 0.0f : a; }
+  static R unless_gt(R x, R y, R a) { return x > y ? 0.0f : a; }
+  // a > b ? a : b and a < b ? a : b (b when either is NaN, as the vector instructions).
+  static R max(R a, R b) { return a > b ? a : b; }
+  static R min(R a, R b) { return a < b ? a : b; }
   // Max-pool's rule (ops/pool.h): v replaces best if v > best, or if v is NaN and best is not.
   static M take_max(R v, R best) { return (v > best) | ((v != v) & (best == best)); }
   static R blend(M m, R a, R b) { return m ? a : b; }
