@@ -9,6 +9,7 @@
 // Each test states which sums its kernels do in float and what the error of each derived quantity adds; the
 // magnitudes (sum|terms|) are computed in double from the reference values. Ops without arithmetic beyond one
 // rounding (ReLU6, add, dropout) must equal the float reference exactly.
+#include <array>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -399,6 +400,23 @@ TEST_P(ZooNnKernelTest, GeluForwardBackward) {
   }
 }
 
+// ---- the per-sample transpose (vit's patch tokens) ------------------------------------------------------
+TEST_P(ZooNnKernelTest, TransposeSamplesExact) {
+  Rng rng(29);
+  // vit's [128][16] and back, shapes around the vector width (whole tiles, edges only, both), a row, a column
+  for (auto [N, rows, cols] : std::vector<std::array<int, 3>>{
+           {8, 128, 16}, {3, 16, 128}, {2, 17, 33}, {5, 31, 7}, {1, 1, 1}, {2, 1, 19}, {3, 19, 1}, {1, 16, 16}}) {
+    const std::vector<float> src = random_vec(std::size_t(N) * rows * cols, rng, -1.0f, 1.0f);
+    std::vector<float> out(src.size(), -7.0f), want(src.size(), 7.0f), back(src.size(), -7.0f);
+    k().transpose_samples(out.data(), src.data(), N, rows, cols);
+    ref::transpose_samples<float>(want.data(), src.data(), N, rows, cols);
+    const std::string shape = std::to_string(N) + "x" + std::to_string(rows) + "x" + std::to_string(cols);
+    expect_equal("transpose " + shape, out, want);
+    k().transpose_samples(back.data(), out.data(), N, cols, rows);
+    expect_equal("transpose back " + shape, back, src);
+  }
+}
+
 // ---- add, dropout -----------------------------------------------------------------------------------
 TEST_P(ZooNnKernelTest, AddAndDropoutExact) {
   Rng rng(31);
@@ -649,7 +667,7 @@ TEST(ZooNnKernelDispatch, TablesAreCompleteAndDistinct) {
     EXPECT_TRUE(t.batch_norm_forward_train && t.batch_norm_forward_eval && t.batch_norm_backward_train &&
                 t.batch_norm_backward_eval && t.relu6_forward && t.relu6_backward && t.gelu_forward &&
                 t.gelu_backward && t.add_forward && t.dropout_forward && t.layer_norm_forward &&
-                t.layer_norm_backward && t.attention_forward && t.attention_backward)
+                t.layer_norm_backward && t.attention_forward && t.attention_backward && t.transpose_samples)
         << isa_name(level);
     if (level != IsaLevel::Ref) {
       EXPECT_NE(t.attention_forward, reference_kernels().attention_forward) << isa_name(level);

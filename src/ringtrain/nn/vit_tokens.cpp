@@ -14,20 +14,13 @@ Shape PatchTokens::configure(const Shape& in) {
   return {tokens_, dim_};
 }
 
-void PatchTokens::forward_slice(const ops::KernelTable&, ParameterSet&, const float* in, float* out, const Slice& s) {
-  const std::size_t per = std::size_t(dim_) * tokens_;
-  for (int n = 0; n < s.size(); ++n)
-    for (int d = 0; d < dim_; ++d)
-      for (int t = 0; t < tokens_; ++t) out[n * per + std::size_t(t) * dim_ + d] = in[n * per + std::size_t(d) * tokens_ + t];
+void PatchTokens::forward_slice(const ops::KernelTable& k, ParameterSet&, const float* in, float* out, const Slice& s) {
+  k.transpose_samples(out, in, s.size(), dim_, tokens_);
 }
 
-void PatchTokens::backward_slice(const ops::KernelTable&, ParameterSet&, const float*, const float*, const float* dout,
+void PatchTokens::backward_slice(const ops::KernelTable& k, ParameterSet&, const float*, const float*, const float* dout,
                                  float* din, const Slice& s) {
-  if (!din) return;
-  const std::size_t per = std::size_t(dim_) * tokens_;
-  for (int n = 0; n < s.size(); ++n)
-    for (int t = 0; t < tokens_; ++t)
-      for (int d = 0; d < dim_; ++d) din[n * per + std::size_t(d) * tokens_ + t] = dout[n * per + std::size_t(t) * dim_ + d];
+  if (din) k.transpose_samples(din, dout, s.size(), tokens_, dim_);
 }
 
 // ---- ClassToken ----

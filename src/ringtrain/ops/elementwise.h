@@ -1,5 +1,7 @@
-// Elementwise ops between layers: the residual add and dropout.
+// Elementwise ops between layers: the residual add, dropout and the per-sample transpose.
 //   add: out = a + b over n values (its backward is two copies of dout, done by the layer).
+//   transpose_samples: dst[n][j][i] = src[n][i][j] for i < rows, j < cols (vit's patch tokens
+//     [D][h*w] <-> [h*w][D]; its own backward with rows and cols swapped).
 //   dropout (torch.nn.Dropout in training): out = x * keep / (1 - p), where keep for element e of sample n
 //     is a pure function of (seed, step, sample_id(n), e) and the layer's salt - dropout_keep() below - so
 //     backward recomputes the mask instead of storing it, and a resumed or re-sharded run draws the same
@@ -48,6 +50,8 @@ void add_forward(T* out, const T* a, const T* b, int64_t n);
 // Overwrites out; the backward takes dout in place of x (the same mask and scale).
 template <typename T>
 void dropout_forward(T* out, const T* x, const DropoutShape& s);
+template <typename T>
+void transpose_samples(T* dst, const T* src, int N, int rows, int cols);
 }  // namespace ref
 
 }  // namespace ringtrain::ops

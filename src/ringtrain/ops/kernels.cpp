@@ -59,6 +59,7 @@ const KernelTable& reference_kernels() {
     t.gelu_backward = ref::gelu_backward<float>;
     t.add_forward = ref::add_forward<float>;
     t.dropout_forward = ref::dropout_forward<float>;
+    t.transpose_samples = ref::transpose_samples<float>;
     t.layer_norm_forward = ref::layer_norm_forward<float>;
     t.layer_norm_backward = ref::layer_norm_backward<float>;
     t.attention_forward = ref::attention_forward<float>;

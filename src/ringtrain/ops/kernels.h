@@ -104,6 +104,8 @@ struct KernelTable {
   // Residual add and dropout (elementwise.h); dropout's backward is the same call on dout.
   void (*add_forward)(float* out, const float* a, const float* b, int64_t n) = nullptr;
   void (*dropout_forward)(float* out, const float* x, const DropoutShape& s) = nullptr;
+  // Per-sample transpose [rows][cols] -> [cols][rows] of N samples (elementwise.h; vit's patch tokens).
+  void (*transpose_samples)(float* dst, const float* src, int N, int rows, int cols) = nullptr;
   // Layer norm over the last dimension (layer_norm.h).
   void (*layer_norm_forward)(float* out, float* save_mean, float* save_rstd, const float* x, const float* weight,
                              const float* bias, const LayerNormShape& s, double eps) = nullptr;

@@ -1,6 +1,8 @@
 // Reference residual add and dropout (ops/elementwise.h).
 #include "ringtrain/ops/elementwise.h"
 
+#include <cstddef>
+
 namespace ringtrain::ops::ref {
 
 template <typename T>
@@ -27,9 +29,19 @@ void dropout_forward(T* out, const T* x, const DropoutShape& s) {
   }
 }
 
+template <typename T>
+void transpose_samples(T* dst, const T* src, int N, int rows, int cols) {
+  const std::size_t per = std::size_t(rows) * cols;
+  for (int n = 0; n < N; ++n)
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) dst[n * per + std::size_t(j) * rows + i] = src[n * per + std::size_t(i) * cols + j];
+}
+
 template void add_forward<float>(float*, const float*, const float*, int64_t);
 template void add_forward<double>(double*, const double*, const double*, int64_t);
 template void dropout_forward<float>(float*, const float*, const DropoutShape&);
 template void dropout_forward<double>(double*, const double*, const DropoutShape&);
+template void transpose_samples<float>(float*, const float*, int, int, int);
+template void transpose_samples<double>(double*, const double*, int, int, int);
 
 }  // namespace ringtrain::ops::ref
