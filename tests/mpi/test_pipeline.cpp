@@ -173,7 +173,7 @@ void expect_pipeline_matches(const std::string& name, train::PipeSchedule sched,
   auto ref = nn::make_model(name);
   ref->init_parameters(5);
   ref->reserve(N / M);
-  train::GradAccumulator acc(ref->params());
+  train::GradAccumulator acc(ref->params(), k);
   double loss_sum = 0;
   for (int m = 0; m < M; ++m) {
     const train::MicroBatchRange mb = train::micro_batch(N, M, m);
@@ -199,7 +199,7 @@ void expect_pipeline_matches(const std::string& name, train::PipeSchedule sched,
   const nn::StageCut cut = nn::balanced_cut(*probe, W);
   auto stage = nn::take_stage(std::move(whole), cut, grid.pp_rank());
   std::unique_ptr<train::GradAccumulator> sum;
-  if (M > 1) sum = std::make_unique<train::GradAccumulator>(stage->params());
+  if (M > 1) sum = std::make_unique<train::GradAccumulator>(stage->params(), k);
   train::PipelineEngine engine(*stage, [&] { return nn::take_stage(nn::make_model(name), cut, grid.pp_rank()); },
                                grid.pp_comm(), sched, M, N / M);
   data::Batch batch;

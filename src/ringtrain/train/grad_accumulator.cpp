@@ -5,7 +5,7 @@
 
 namespace ringtrain::train {
 
-GradAccumulator::GradAccumulator(nn::ParameterSet& params) : params_(params) {
+GradAccumulator::GradAccumulator(nn::ParameterSet& params, const ops::KernelTable& k) : params_(params), k_(k) {
   sum_.resize(params.size());
   for (std::size_t i = 0; i < params.views().size(); ++i) all_views_.push_back(int(i));
 }
@@ -32,10 +32,10 @@ void GradAccumulator::apply(const std::vector<int>& views, Op op) {
         std::copy(g, g + v.numel, s);
         break;
       case Op::Add:
-        for (std::size_t j = 0; j < v.numel; ++j) s[j] += g[j];
+        k_.add_forward(s, s, g, int64_t(v.numel));
         break;
       case Op::Finish:
-        for (std::size_t j = 0; j < v.numel; ++j) g[j] += s[j];
+        k_.add_forward(g, g, s, int64_t(v.numel));
         break;
     }
   }

@@ -10,13 +10,15 @@
 
 #include "ringtrain/core/aligned.h"
 #include "ringtrain/nn/model.h"
+#include "ringtrain/ops/kernels.h"
 
 namespace ringtrain::train {
 
 class GradAccumulator {
  public:
-  // params: the model's; the sum is laid out as its gradient buffer.
-  explicit GradAccumulator(nn::ParameterSet& params);
+  // params: the model's; the sum is laid out as its gradient buffer. The adds run on k's add kernel (the
+  // same float adds as a plain loop, at the kernels' vector width).
+  GradAccumulator(nn::ParameterSet& params, const ops::KernelTable& k);
   // After micro-batch 0's backward: sum = gradients.
   void start();
   // After a middle micro-batch's backward: sum += gradients.
@@ -31,6 +33,7 @@ class GradAccumulator {
   enum class Op { Start, Add, Finish };
   void apply(const std::vector<int>& views, Op op);
   nn::ParameterSet& params_;
+  const ops::KernelTable& k_;
   AlignedBuffer<float> sum_;
   std::vector<int> all_views_;
 };

@@ -155,7 +155,7 @@ Trainer::Trainer(const TrainConfig& config, nn::Model& model, const ops::KernelT
   if (config.precision == "fp16") scaler_ = std::make_unique<optim::LossScaler>();
   check_micro_batches(config);
   model_.reserve(config.batch_size / config.micro_batches);  // activations for one micro-batch at a time
-  if (config.micro_batches > 1) grad_sum_ = std::make_unique<GradAccumulator>(model.params());
+  if (config.micro_batches > 1) grad_sum_ = std::make_unique<GradAccumulator>(model.params(), kernels_);
   dlogits_.resize(std::size_t(config.batch_size) * model.num_classes());
   probs_.resize(std::size_t(config.batch_size) * model.num_classes());
 }
