@@ -510,6 +510,17 @@ TEST_P(ZooNnKernelTest, LayerNormForwardBackward) {
     expect_within("dx", dx, wdx, tol_dx);
     expect_within("dweight", dw, wdw, tol_w);
     expect_within("dbias", db, wdb, tol_b);
+
+    // accumulate_dx (a residual stream's second gradient): dx's values plus the same gradient, exactly the
+    // float add of the two; the parameter gradients as without it.
+    std::vector<float> acc = random_vec(n, rng, -1.0f, 1.0f), want_acc(n), dw2(s.dim), db2(s.dim);
+    for (std::size_t i = 0; i < n; ++i) want_acc[i] = acc[i] + dx[i];
+    LayerNormShape sa = s;
+    sa.accumulate_dx = true;
+    k().layer_norm_backward(acc.data(), dw2.data(), db2.data(), dy.data(), x.data(), w.data(), fm.data(), fr.data(), sa);
+    expect_equal("dx accumulated", acc, want_acc);
+    expect_equal("dweight, accumulating", dw2, dw);
+    expect_equal("dbias, accumulating", db2, db);
   }
 }
 

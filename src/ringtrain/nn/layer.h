@@ -31,6 +31,9 @@ struct Slice {
   // backward_slice only adds up the slice's input gradient from the parts backward_part left (the model's
   // split by output channels, Layer::splits_by_outputs).
   bool data_only = false;
+  // backward_slice adds its input gradient to din's values instead of writing it (only asked of a layer
+  // whose accumulates_input_grad() is true: a value's second reader, Model::backward_node).
+  bool accumulate_din = false;
   int size() const { return n1 - n0; }
   bool empty() const { return n1 <= n0; }
 };
@@ -100,6 +103,8 @@ class Layer {
   // such layer of a step on T slices at once, one per thread, and calls reduce_grads() on the calling
   // thread once every slice of the layer's backward is done.
   virtual bool supports_slices() const { return false; }
+  // Whether backward_slice honours Slice::accumulate_din (the same bits as writing elsewhere and adding).
+  virtual bool accumulates_input_grad() const { return false; }
   // A layer that must see the whole batch at once in this mode (batch norm in training: the statistics
   // are over the batch) is a meeting point: the threads finish the layers before it, the calling thread
   // runs it on the whole batch (forward/backward), then the threads go on.

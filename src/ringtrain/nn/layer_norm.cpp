@@ -43,7 +43,7 @@ void LayerNorm::backward_slice(const ops::KernelTable& k, ParameterSet& p, const
     return;
   }
   k.layer_norm_backward(din, dweight, dbias, dout, in, p.param(param_indices_[0]), mean_.data() + s.n0 * rows_,
-                        rstd_.data() + s.n0 * rows_, {s.size() * rows_, dim_});
+                        rstd_.data() + s.n0 * rows_, {s.size() * rows_, dim_, s.accumulate_din});
 }
 
 }  // namespace ringtrain::nn

@@ -20,6 +20,7 @@ class LayerNorm : public Layer {
   // One multiply-add per value (the affine map; the statistics are comparable in count).
   double forward_macs() const override { return double(rows_) * dim_; }
   bool supports_slices() const override { return true; }
+  bool accumulates_input_grad() const override { return true; }
   void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
   void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
                       float* din, const Slice& s) override;

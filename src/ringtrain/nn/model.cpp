@@ -295,11 +295,13 @@ void Model::backward_node(const ops::KernelTable& k, std::size_t i, const float*
   const float* dout = output_grad(i, dlogits, s.n0);
   // Each input's gradient goes straight into its value's buffer the first time backward reaches the
   // value; a value read again (fan-out) is written into a second buffer and added (in node order, so the
-  // sum's order is fixed).
+  // sum's order is fixed), or added by the layer itself where it can (Slice::accumulate_din: vit's layer
+  // norms, the second readers of the residual streams; the same adds, without the buffer's pass).
   std::vector<uint8_t>& written = written_[std::size_t(s.t)];
   const std::vector<int>& in = inputs_[i];
   float* dins[8];
   bool added[8];
+  Slice call = s;
   for (std::size_t j = 0; j < in.size(); ++j) {
     const int v = in[j];
     added[j] = false;
@@ -308,6 +310,9 @@ void Model::backward_node(const ops::KernelTable& k, std::size_t i, const float*
     } else if (!written[std::size_t(v)]) {
       dins[j] = grad(v, s.n0);
       written[std::size_t(v)] = 1;
+    } else if (layer.num_inputs() == 1 && layer.accumulates_input_grad()) {
+      dins[j] = grad(v, s.n0);
+      call.accumulate_din = true;
     } else {
       dins[j] = vgrads_->fanout.data() + (j * std::size_t(max_batch_) + s.n0) * largest_;
       added[j] = true;
@@ -315,8 +320,8 @@ void Model::backward_node(const ops::KernelTable& k, std::size_t i, const float*
   }
   if (layer.num_inputs() == 1) {
     const float* a = act(in[0], x, s.n0);
-    if (sliced)
-      layer.backward_slice(k, *params_, a, out, dout, dins[0], s);
+    if (sliced || call.accumulate_din)
+      layer.backward_slice(k, *params_, a, out, dout, dins[0], call);
     else
       layer.backward(k, *params_, a, out, dout, dins[0], s.N);
   } else {

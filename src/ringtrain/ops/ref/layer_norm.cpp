@@ -43,7 +43,8 @@ void layer_norm_backward(T* dx, T* dweight, T* dbias, const T* dout, const T* x,
     const double mg = sum_g / s.dim, mgx = sum_g_xhat / s.dim;
     for (int i = 0; i < s.dim; ++i) {
       const double xhat = (double(xr[i]) - mean) * rstd;
-      dx[r * s.dim + i] = T(rstd * (double(dr[i]) * double(weight[i]) - mg - xhat * mgx));
+      const T v = T(rstd * (double(dr[i]) * double(weight[i]) - mg - xhat * mgx));
+      dx[r * s.dim + i] = s.accumulate_dx ? T(dx[r * s.dim + i] + v) : v;
     }
   }
 }
