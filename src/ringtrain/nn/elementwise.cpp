@@ -34,7 +34,7 @@ void Add::backward_inputs(const ops::KernelTable&, ParameterSet&, const float* c
                           float* const* din, const Slice& s) {
   const std::size_t bytes = std::size_t(s.size() * per_sample_) * sizeof(float);
   for (int i = 0; i < 2; ++i)
-    if (din[i] && bytes) std::memcpy(din[i], dout, bytes);
+    if (din[i] && din[i] != dout && bytes) std::memcpy(din[i], dout, bytes);  // (din == dout: Model's grad_home_)
 }
 
 // ---- Dropout ----

@@ -26,6 +26,7 @@ class Add : public Layer {
   void backward_inputs(const ops::KernelTable& k, ParameterSet& p, const float* const* in, const float* out,
                        const float* dout, float* const* din, const Slice& s) override;
   bool supports_slices() const override { return true; }
+  bool passes_gradient_through() const override { return true; }
 
  private:
   int64_t per_sample_ = 0;

@@ -105,6 +105,10 @@ class Layer {
   virtual bool supports_slices() const { return false; }
   // Whether backward_slice honours Slice::accumulate_din (the same bits as writing elsewhere and adding).
   virtual bool accumulates_input_grad() const { return false; }
+  // Whether every input's gradient is the output's gradient itself (the residual add): the model then keeps
+  // an input read by this layer alone in the output gradient's buffer, and the layer copies nothing where
+  // din is dout.
+  virtual bool passes_gradient_through() const { return false; }
   // A layer that must see the whole batch at once in this mode (batch norm in training: the statistics
   // are over the batch) is a meeting point: the threads finish the layers before it, the calling thread
   // runs it on the whole batch (forward/backward), then the threads go on.

@@ -62,6 +62,14 @@ void Model::build() {
     layer.declare(*params_);
   }
   params_->allocate();
+  grad_home_.resize(shapes_.size());
+  for (std::size_t v = 0; v < shapes_.size(); ++v) grad_home_[v] = int(v);
+  // From the last node back, so an add's output already has its final home (chains of adds share one buffer).
+  // The input (value 0) keeps its own: it is what a pipeline stage sends back.
+  for (std::size_t i = layers_.size() - 1; i-- > 0;)
+    if (layers_[i]->passes_gradient_through())
+      for (int v : inputs_[i])
+        if (v > 0 && consumers_[std::size_t(v)] == 1) grad_home_[std::size_t(v)] = grad_home_[i + 1];
   done_ = std::make_unique<std::atomic<int>[]>(layers_.size());
   summed_ = std::make_unique<std::atomic<int>[]>(layers_.size());
   grad_floats_.assign(layers_.size(), 0);
@@ -200,7 +208,8 @@ void Model::reserve(int max_batch) {
   for (std::size_t v = 1; v < shapes_.size(); ++v) {
     acts_[v].resize(std::size_t(max_batch) * per_sample(int(v)));
     // The last value's gradient is the caller's dlogits; unread values get none.
-    if (v + 1 < shapes_.size() && consumers_[v] > 0) size_grad(grads[v], std::size_t(max_batch) * per_sample(int(v)));
+    if (v + 1 < shapes_.size() && consumers_[v] > 0 && grad_home_[v] == int(v))
+      size_grad(grads[v], std::size_t(max_batch) * per_sample(int(v)));
     largest = std::max(largest, shape_numel(shapes_[v]));
   }
   for (auto& layer : layers_) {
@@ -263,7 +272,9 @@ const float* Model::act(int v, const float* x, int n0) const {
   return (v == 0 ? x : acts_[std::size_t(v)].data()) + std::size_t(n0) * per_sample(v);
 }
 
-float* Model::grad(int v, int n0) { return vgrads_->grads[std::size_t(v)].data() + std::size_t(n0) * per_sample(v); }
+float* Model::grad(int v, int n0) {
+  return vgrads_->grads[std::size_t(grad_home_[std::size_t(v)])].data() + std::size_t(n0) * per_sample(v);
+}
 
 const float* Model::output_grad(std::size_t i, const float* dlogits, int n0) {
   const int v = int(i) + 1;

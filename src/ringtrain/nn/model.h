@@ -162,6 +162,10 @@ class Model {
   std::vector<std::vector<int>> inputs_;      // inputs_[i]: the values node i reads
   std::vector<Shape> shapes_;                 // shapes_[v]: per-sample shape of value v
   std::vector<int> consumers_;                // consumers_[v]: how many node inputs read value v
+  // grad_home_[v]: the value whose gradient buffer holds v's gradient: v itself, or, for a value read only by
+  // a residual add (Layer::passes_gradient_through) that is not the last node, the add's output's home -
+  // the gradient is that one, complete before the add's backward and written by no node after it.
+  std::vector<int> grad_home_;
   std::shared_ptr<ParameterSet> params_ = std::make_shared<ParameterSet>();  // shared: share_parameters()
   StepContext ctx_;
   std::vector<AlignedBuffer<float>> acts_;    // acts_[v]: value v's activations (v >= 1)
