@@ -9,10 +9,10 @@
 // Each test states which sums its kernels do in float and what the error of each derived quantity adds; the
 // magnitudes (sum|terms|) are computed in double from the reference values. Ops without arithmetic beyond one
 // rounding (ReLU6, add, dropout) must equal the float reference exactly.
-#include <array>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
