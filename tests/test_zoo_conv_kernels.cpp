@@ -87,6 +87,19 @@ std::vector<Conv2dShape> odd_shapes() {
     out.push_back(conv(N, 19, 2, 1, 19, 3, 2, 1, 19));     // depthwise small map, stride 2, uneven plane
     out.push_back(conv(N, 13, 1, 1, 13, 3, 1, 1, 13));     // depthwise 1x1: only the centre tap reads data
     out.push_back(conv(N, 7, 2, 2, 7, 5, 1, 2, 7));        // depthwise 5x5 on a 2x2 map, 7 channels
+    // Whole planes in the lanes (stride 1, H*W dividing the vector: dw_planes_* in zoo_conv_impl.inc)
+    out.push_back(conv(N, 21, 4, 4, 21, 3, 1, 1, 21));     // 4x4: a plane a vector on AVX-512, by tap
+    out.push_back(conv(N, 11, 2, 4, 11, 3, 1, 1, 11));     // 2x4: two planes a vector on AVX-512, one on AVX2
+    out.push_back(conv(N, 9, 1, 2, 9, 3, 1, 1, 9));        // 1x2
+    out.push_back(conv(N, 6, 4, 4, 6, 5, 1, 2, 6));        // 5x5 on a 4x4 map
+    out.push_back(conv(N, 5, 2, 2, 5, 1, 1, 0, 5));        // 1x1 kernel: each plane scaled, no permute
+    out.push_back(conv(N, 35, 1, 1, 35, 3, 1, 1, 35));     // 1x1 map, channels past two vectors
+    // A row a vector (3x3, stride 1 or 2, rows of more than half a vector: dw_rows_* in zoo_conv_impl.inc)
+    out.push_back(conv(N, 7, 11, 13, 7, 3, 2, 1, 7));      // stride 2, odd width
+    out.push_back(conv(N, 6, 10, 12, 6, 3, 1, 0, 6));      // no padding
+    out.push_back(conv(N, 4, 9, 14, 4, 3, 1, 2, 4));       // padding 2: output rows of a whole AVX-512 vector
+    out.push_back(conv(N, 5, 12, 15, 5, 3, 2, 0, 5));      // stride 2, no padding
+    out.push_back(conv(N, 9, 6, 6, 9, 3, 2, 1, 9));        // 6-wide rows (the AVX2 route)
     out.push_back(conv(N, 12, 8, 8, 24, 3, 1, 1, 4));      // 4 groups of 3 -> 6
     out.push_back(conv(N, 30, 6, 6, 20, 3, 1, 0, 10));     // 10 groups of 3 -> 2
     out.push_back(conv(N, 17, 3, 3, 33, 3, 1, 2));         // padding larger than the plane's half

@@ -95,6 +95,17 @@ struct VecAvx2 {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
+  // A permutation within the vector: lane l of permute(x, perm(idx)) is x[idx[l]], or 0 where idx[l] < 0
+  // (zeroed by a mask, not multiplied by a zero weight, so an infinity outside the window stays out).
+  struct Perm {
+    __m256i idx;
+    __m256 keep;
+  };
+  static Perm perm(const int32_t* idx) {
+    const __m256i i = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx));
+    return {i, _mm256_castsi256_ps(_mm256_cmpgt_epi32(i, _mm256_set1_epi32(-1)))};
+  }
+  static R permute(R x, Perm p) { return _mm256_and_ps(_mm256_permutevar8x32_ps(x, p.idx), p.keep); }
   static M mask(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }

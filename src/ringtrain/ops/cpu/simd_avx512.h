@@ -102,6 +102,18 @@ struct VecAvx512 {
     const __m512i h = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), nan);
     return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
   }
+  // A permutation within the vector: permute(x, perm(idx)) has x[idx[l]] in lane l, and 0 where idx[l] < 0 (the
+  // depthwise kernels' shifts within the planes a vector holds; zeroed, not multiplied by a zero weight, so an
+  // infinity outside the window stays out).
+  struct Perm {
+    __m512i idx;
+    __mmask16 keep;
+  };
+  static Perm perm(const int32_t* idx) {
+    const __m512i i = _mm512_loadu_si512(idx);
+    return {i, _mm512_cmpge_epi32_mask(i, _mm512_setzero_si512())};
+  }
+  static R permute(R x, Perm p) { return _mm512_maskz_permutexvar_ps(p.keep, p.idx, x); }
   // First n lanes (0 <= n <= L).
   static M mask(int n) { return M((1u << n) - 1u); }
   static R load_mask(const float* p, M m) { return _mm512_maskz_loadu_ps(m, p); }

@@ -49,6 +49,12 @@ struct VecScalar {
   static void add_to_double(double* acc, R a) { acc[0] += double(a); }
   static void fma_to_double(double* acc, R a, R b) { acc[0] += double(a) * double(b); }
   static float reduce_add(R v) { return v; }
+  // A permutation within the one lane: x, or 0 where idx[0] < 0 (simd_avx512.h).
+  struct Perm {
+    bool keep;
+  };
+  static Perm perm(const int32_t* idx) { return {idx[0] >= 0}; }
+  static R permute(R x, Perm p) { return p.keep ? x : 0.0f; }
   static M mask(int n) { return n > 0; }
   static R load_mask(const float* p, M m) { return m ? *p : 0.0f; }
   static void store_mask(float* p, R v, M m) {
