@@ -109,6 +109,10 @@ struct VecAvx2 {
   static M mask(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }
+  // The lanes where on[l] > 0 (a mask of any shape, made once, for load_mask / store_mask).
+  static M mask_where(const float* on) {
+    return _mm256_castps_si256(_mm256_cmp_ps(_mm256_loadu_ps(on), _mm256_setzero_ps(), _CMP_GT_OQ));
+  }
   static R load_mask(const float* p, M m) { return _mm256_maskload_ps(p, m); }
   static void store_mask(float* p, R v, M m) { _mm256_maskstore_ps(p, m, v); }
   // dst[j * ldd + i] = src[i * lds + j] for an 8 x 8 tile.

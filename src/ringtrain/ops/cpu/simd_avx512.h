@@ -116,6 +116,8 @@ struct VecAvx512 {
   static R permute(R x, Perm p) { return _mm512_maskz_permutexvar_ps(p.keep, p.idx, x); }
   // First n lanes (0 <= n <= L).
   static M mask(int n) { return M((1u << n) - 1u); }
+  // The lanes where on[l] > 0 (a mask of any shape, made once, for load_mask / store_mask).
+  static M mask_where(const float* on) { return _mm512_cmp_ps_mask(_mm512_loadu_ps(on), _mm512_setzero_ps(), _CMP_GT_OQ); }
   static R load_mask(const float* p, M m) { return _mm512_maskz_loadu_ps(m, p); }
   static void store_mask(float* p, R v, M m) { _mm512_mask_storeu_ps(p, m, v); }
   // dst[j * ldd + i] = src[i * lds + j] for a 16 x 16 tile (unpack, shuffle, two 128-bit-lane stages).

@@ -56,6 +56,7 @@ struct VecScalar {
   static Perm perm(const int32_t* idx) { return {idx[0] >= 0}; }
   static R permute(R x, Perm p) { return p.keep ? x : 0.0f; }
   static M mask(int n) { return n > 0; }
+  static M mask_where(const float* on) { return on[0] > 0.0f; }
   static R load_mask(const float* p, M m) { return m ? *p : 0.0f; }
   static void store_mask(float* p, R v, M m) {
     if (m) *p = v;
