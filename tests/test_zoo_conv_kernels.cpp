@@ -94,12 +94,15 @@ std::vector<Conv2dShape> odd_shapes() {
     out.push_back(conv(N, 6, 4, 4, 6, 5, 1, 2, 6));        // 5x5 on a 4x4 map
     out.push_back(conv(N, 5, 2, 2, 5, 1, 1, 0, 5));        // 1x1 kernel: each plane scaled, no permute
     out.push_back(conv(N, 35, 1, 1, 35, 3, 1, 1, 35));     // 1x1 map, channels past two vectors
-    // A row a vector (3x3, stride 1 or 2, rows of more than half a vector: dw_rows_* in zoo_conv_impl.inc)
-    out.push_back(conv(N, 7, 11, 13, 7, 3, 2, 1, 7));      // stride 2, odd width
-    out.push_back(conv(N, 6, 10, 12, 6, 3, 1, 0, 6));      // no padding
+    // Rows of a plane in the lanes (3x3 stride 1, rows of at most a vector: dw_rows_* in zoo_conv_impl.inc)
+    out.push_back(conv(N, 6, 10, 12, 6, 3, 1, 0, 6));      // no padding: source rows wider than the output's
     out.push_back(conv(N, 4, 9, 14, 4, 3, 1, 2, 4));       // padding 2: output rows of a whole AVX-512 vector
+    out.push_back(conv(N, 7, 11, 5, 7, 3, 1, 1, 7));       // three rows a vector on AVX-512, last block short
+    out.push_back(conv(N, 5, 9, 7, 5, 3, 1, 0, 5));        // no padding, two 7-wide source rows a vector
+    // Strided depthwise with odd widths (the samples-in-lanes kernels)
+    out.push_back(conv(N, 7, 11, 13, 7, 3, 2, 1, 7));      // stride 2, odd width
     out.push_back(conv(N, 5, 12, 15, 5, 3, 2, 0, 5));      // stride 2, no padding
-    out.push_back(conv(N, 9, 6, 6, 9, 3, 2, 1, 9));        // 6-wide rows (the AVX2 route)
+    out.push_back(conv(N, 9, 6, 6, 9, 3, 2, 1, 9));        // stride 2, 6-wide rows
     out.push_back(conv(N, 12, 8, 8, 24, 3, 1, 1, 4));      // 4 groups of 3 -> 6
     out.push_back(conv(N, 30, 6, 6, 20, 3, 1, 0, 10));     // 10 groups of 3 -> 2
     out.push_back(conv(N, 17, 3, 3, 33, 3, 1, 2));         // padding larger than the plane's half
