@@ -15,6 +15,7 @@
 
 #include "ringtrain/core/error.h"
 #include "ringtrain/core/rng.h"
+#include "ringtrain/nn/attention.h"
 #include "ringtrain/nn/models/zoo.h"
 #include "ringtrain/nn/node_timing.h"
 #include "ringtrain/nn/pipeline_stages.h"
@@ -317,8 +318,8 @@ TEST(PipelineStages, StagesComputeTheWholeModel) {
 // (Model::share_parameters) and one set of value gradients (Model::share_value_gradients): two
 // micro-batches forwarded one after the other and run backward in order on two copies give the gradients,
 // input gradients (and running statistics) of one model running each forward right before its backward;
-// the copy counts only its activations; another model's parameters or values are refused; forward's node
-// hook runs once a node.
+// the copy counts only its activations, and its attention layers use the first copy's backward workspaces;
+// another model's parameters or values are refused; forward's node hook runs once a node.
 TEST(PipelineStages, CopiesShareParametersAndKeepTheirOwnActivations) {
   const auto& k = ops::kernels_for(ops::default_isa());
   for (const std::string name : {"resnet18", "vit"}) {
@@ -336,6 +337,15 @@ TEST(PipelineStages, CopiesShareParametersAndKeepTheirOwnActivations) {
       m->reserve(N);
     }
     EXPECT_LT(second->activation_floats(), first->activation_floats()) << name << ": gradients counted once";
+    int shared = 0;
+    for (std::size_t i = 0; i < first->layers().size(); ++i)
+      if (auto* a = dynamic_cast<const nn::MultiheadSelfAttention*>(first->layers()[i].get())) {
+        const auto* b = dynamic_cast<const nn::MultiheadSelfAttention*>(second->layers()[i].get());
+        ASSERT_NE(b, nullptr);
+        EXPECT_EQ(a->backward_scratch(), b->backward_scratch()) << name << ": one set of attention workspaces";
+        ++shared;
+      }
+    EXPECT_EQ(shared, name == "vit" ? 6 : 0) << name;
     const std::size_t in = std::size_t(shape_numel(ref->input_shape()));
     std::vector<float> x(2 * N * in), dl(2 * N * 10), sum_ref, sum_copies;
     Rng rng(4);

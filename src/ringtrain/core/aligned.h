@@ -41,6 +41,10 @@ class AlignedBuffer {
   T& operator[](std::size_t i) { return data_[i]; }
   const T& operator[](std::size_t i) const { return data_[i]; }
   void zero() { std::memset(data_.get(), 0, size_ * sizeof(T)); }
+  // resize(n) unless already at least n long: for a buffer several users share, each reserving its own need.
+  void grow(std::size_t n) {
+    if (size_ < n) resize(n);
+  }
 
  private:
   std::unique_ptr<T[], AlignedFree> data_;

@@ -33,10 +33,17 @@ void MultiheadSelfAttention::declare(ParameterSet& params) {
 void MultiheadSelfAttention::reserve(int max_batch) {
   const std::size_t rows = std::size_t(max_batch) * tokens_;
   qkv_.resize(rows * 3 * dim_);
-  dqkv_.resize(rows * 3 * dim_);
   heads_out_.resize(rows * dim_);
-  dheads_out_.resize(rows * dim_);
   probs_.resize(std::size_t(max_batch) * heads_ * tokens_ * tokens_);
+  scratch_->dqkv.grow(rows * 3 * dim_);  // shared: only grows (another copy may have reserved more)
+  scratch_->dheads_out.grow(rows * dim_);
+}
+
+void MultiheadSelfAttention::share_backward_scratch(Layer& owner) {
+  auto* twin = dynamic_cast<MultiheadSelfAttention*>(&owner);
+  check(twin && twin->dim_ == dim_ && twin->heads_ == heads_,
+        name_ + ": cannot share backward workspaces with '" + owner.name() + "', not the same attention");
+  scratch_ = twin->scratch_;
 }
 
 double MultiheadSelfAttention::forward_macs() const {
@@ -72,8 +79,8 @@ void MultiheadSelfAttention::backward_slice(const ops::KernelTable& k, Parameter
   const float* qkv = qkv_.data() + row0 * 3 * dim_;
   const float* heads = heads_out_.data() + row0 * dim_;
   const float* probs = probs_.data() + std::size_t(s.n0) * heads_ * tokens_ * tokens_;
-  float* dheads = dheads_out_.data() + row0 * dim_;
-  float* dqkv = dqkv_.data() + row0 * 3 * dim_;
+  float* dheads = scratch_->dheads_out.data() + row0 * dim_;
+  float* dqkv = scratch_->dqkv.data() + row0 * 3 * dim_;
   k.linear_backward(dheads, g[2], g[3], dout, heads, p.param(param_indices_[2]), {rows, dim_, dim_});
   k.attention_backward(dqkv, dheads, qkv, probs, core(s.size()));
   k.linear_backward(nullptr, g[0], g[1], dqkv, in, p.param(param_indices_[0]), {rows, dim_, 3 * dim_});

@@ -7,11 +7,19 @@
 // The intermediates (qkv, probabilities, the heads' output) and their gradients live in layer-owned buffers
 // sized in reserve() and indexed by sample, so slices of a batch run on threads without sharing them.
 #pragma once
+#include <memory>
+
 #include "ringtrain/core/aligned.h"
 #include "ringtrain/nn/layer.h"
 #include "ringtrain/ops/attention.h"
 
 namespace ringtrain::nn {
+
+// An attention layer's backward-only workspaces, rows [N, T]: the gradients of the packed q, k, v and of
+// the core's output. One set serves every pipeline copy of the layer (Layer::share_backward_scratch).
+struct AttentionBackwardScratch {
+  AlignedBuffer<float> dqkv, dheads_out;
+};
 
 class MultiheadSelfAttention : public Layer {
  public:
@@ -26,13 +34,16 @@ class MultiheadSelfAttention : public Layer {
   void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
   void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
                       float* din, const Slice& s) override;
+  void share_backward_scratch(Layer& owner) override;
+  const AttentionBackwardScratch* backward_scratch() const { return scratch_.get(); }  // whose (tests)
 
  private:
   ops::AttentionShape core(int N) const { return {N, tokens_, dim_, heads_}; }
   int dim_, heads_, tokens_ = 0;
-  AlignedBuffer<float> qkv_, dqkv_;      // [N, T, 3D]
-  AlignedBuffer<float> heads_out_, dheads_out_;  // [N, T, D]: the core's output, the out_proj input
-  AlignedBuffer<float> probs_;           // [N, H, T, T]
+  AlignedBuffer<float> qkv_;        // [N, T, 3D]
+  AlignedBuffer<float> heads_out_;  // [N, T, D]: the core's output, the out_proj input
+  AlignedBuffer<float> probs_;      // [N, H, T, T]
+  std::shared_ptr<AttentionBackwardScratch> scratch_ = std::make_shared<AttentionBackwardScratch>();  // 3D, D wide
 };
 
 }  // namespace ringtrain::nn

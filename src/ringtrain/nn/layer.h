@@ -97,6 +97,11 @@ class Layer {
   // Model::cut: a layer linked to others (Conv2dReluPool::chain_to) forgets those that do not move into
   // the stage with it (inside(l) is false): they are freed with the rest of the whole model.
   virtual void drop_links_outside(const std::function<bool(const Layer*)>& inside) {}
+  // Model::share_value_gradients: from now on this layer's backward-only workspaces (written and read within
+  // one backward, e.g. the attention's gradient of q, k, v) are owner's, the same layer in another copy of
+  // the model. A pipeline stage runs one backward at a time, so its copies need one set, not one each.
+  // owner is this layer's twin (the copies are one architecture, checked by the model). Default: nothing.
+  virtual void share_backward_scratch(Layer& owner) {}
 
   // ---- threads (Model::set_threads) ----
   // A layer that can run on slices of a batch overrides the members below; the model then runs every

@@ -143,6 +143,7 @@ void Model::share_value_gradients(Model& owner) {
         "model: '" + name_ + "' cannot share the value gradients of '" + owner.name_ + "': other values");
   vgrads_ = owner.vgrads_;
   grads_shared_ = true;
+  for (std::size_t i = 0; i < layers_.size(); ++i) layers_[i]->share_backward_scratch(*owner.layers_[i]);
   const int batch = max_batch_;
   max_batch_ = 0;
   if (batch > 0) reserve(batch);

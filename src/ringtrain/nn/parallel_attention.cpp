@@ -44,10 +44,17 @@ void HeadParallelSelfAttention::declare(ParameterSet& params) {
 void HeadParallelSelfAttention::reserve(int max_batch) {
   const std::size_t rows = std::size_t(max_batch) * tokens_, Dl = std::size_t(local_dim());
   qkv_.resize(rows * 3 * Dl);
-  dqkv_.resize(rows * 3 * Dl);
   heads_out_.resize(rows * Dl);
-  dheads_out_.resize(rows * Dl);
   probs_.resize(std::size_t(max_batch) * local_heads() * tokens_ * tokens_);
+  scratch_->dqkv.grow(rows * 3 * Dl);  // shared: only grows (another copy may have reserved more)
+  scratch_->dheads_out.grow(rows * Dl);
+}
+
+void HeadParallelSelfAttention::share_backward_scratch(Layer& owner) {
+  auto* twin = dynamic_cast<HeadParallelSelfAttention*>(&owner);
+  check(twin && twin->dim_ == dim_ && twin->head_bounds_ == head_bounds_ && twin->rank_ == rank_,
+        name_ + ": cannot share backward workspaces with '" + owner.name() + "', not the same attention shard");
+  scratch_ = twin->scratch_;
 }
 
 double HeadParallelSelfAttention::forward_macs() const {
@@ -86,8 +93,8 @@ void HeadParallelSelfAttention::backward_slice(const ops::KernelTable& k, Parame
   const float* qkv = qkv_.data() + row0 * 3 * Dl;
   const float* heads = heads_out_.data() + row0 * Dl;
   const float* probs = probs_.data() + std::size_t(s.n0) * local_heads() * tokens_ * tokens_;
-  float* dheads = dheads_out_.data() + row0 * Dl;
-  float* dqkv = dqkv_.data() + row0 * 3 * Dl;
+  float* dheads = scratch_->dheads_out.data() + row0 * Dl;
+  float* dqkv = scratch_->dqkv.data() + row0 * 3 * Dl;
   k.linear_backward(dheads, g[2], nullptr, dout, heads, p.param(param_indices_[2]), {rows, Dl, dim_});
   k.attention_backward(dqkv, dheads, qkv, probs, core(s.size()));
   // din: the part of dx this rank's heads contribute; f (CopyToTensorGroup) before the layer sums them.

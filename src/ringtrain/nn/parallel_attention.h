@@ -18,9 +18,11 @@
 // thread slices.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "ringtrain/core/aligned.h"
+#include "ringtrain/nn/attention.h"
 #include "ringtrain/nn/layer.h"
 #include "ringtrain/nn/parallel_linear.h"
 #include "ringtrain/ops/attention.h"
@@ -41,6 +43,8 @@ class HeadParallelSelfAttention : public Layer {
   void forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out, const Slice& s) override;
   void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
                       float* din, const Slice& s) override;
+  void share_backward_scratch(Layer& owner) override;
+  const AttentionBackwardScratch* backward_scratch() const { return scratch_.get(); }  // whose (tests)
   int local_heads() const { return int(head_bounds_[std::size_t(rank_) + 1] - head_bounds_[std::size_t(rank_)]); }
   int local_dim() const { return local_heads() * (dim_ / heads_); }
 
@@ -48,9 +52,10 @@ class HeadParallelSelfAttention : public Layer {
   ops::AttentionShape core(int N) const { return {N, tokens_, local_dim(), local_heads()}; }
   int dim_, heads_, rank_, tokens_ = 0;
   std::vector<int64_t> head_bounds_, feature_bounds_;  // heads, and the same cut in features (x hd)
-  AlignedBuffer<float> qkv_, dqkv_;              // [N, T, 3 D_r]
-  AlignedBuffer<float> heads_out_, dheads_out_;  // [N, T, D_r]
-  AlignedBuffer<float> probs_;                   // [N, H_r, T, T]
+  AlignedBuffer<float> qkv_;        // [N, T, 3 D_r]
+  AlignedBuffer<float> heads_out_;  // [N, T, D_r]
+  AlignedBuffer<float> probs_;      // [N, H_r, T, T]
+  std::shared_ptr<AttentionBackwardScratch> scratch_ = std::make_shared<AttentionBackwardScratch>();  // 3 D_r, D_r
 };
 
 }  // namespace ringtrain::nn
