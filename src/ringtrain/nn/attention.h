@@ -5,7 +5,8 @@
 //   <name>.in_proj_weight [3D, D] (xavier_uniform_), <name>.in_proj_bias [3D] (0),
 //   <name>.out_proj.weight [D, D] (nn.Linear's default, fan_in D), <name>.out_proj.bias [D] (0).
 // The intermediates (qkv, probabilities, the heads' output) and their gradients live in layer-owned buffers
-// sized in reserve() and indexed by sample, so slices of a batch run on threads without sharing them.
+// sized in reserve() and indexed by sample, so slices of a batch run on threads without sharing them; the
+// gradients (AttentionBackwardScratch) are one set for all of a pipeline stage's copies of the layer.
 #pragma once
 #include <memory>
 
