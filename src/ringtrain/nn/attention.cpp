@@ -35,8 +35,7 @@ void MultiheadSelfAttention::reserve(int max_batch) {
   qkv_.resize(rows * 3 * dim_);
   heads_out_.resize(rows * dim_);
   probs_.resize(std::size_t(max_batch) * heads_ * tokens_ * tokens_);
-  scratch_->dqkv.grow(rows * 3 * dim_);  // shared: only grows (another copy may have reserved more)
-  scratch_->dheads_out.grow(rows * dim_);
+  scratch_->reserve(rows, std::size_t(dim_));
 }
 
 void MultiheadSelfAttention::share_backward_scratch(Layer& owner) {

@@ -20,6 +20,12 @@ namespace ringtrain::nn {
 // the core's output. One set serves every pipeline copy of the layer (Layer::share_backward_scratch).
 struct AttentionBackwardScratch {
   AlignedBuffer<float> dqkv, dheads_out;
+  // For `rows` token rows of `width` features (the layer's, or its shard's): only grows, as another copy
+  // of the layer may have reserved more.
+  void reserve(std::size_t rows, std::size_t width) {
+    dqkv.grow(rows * 3 * width);
+    dheads_out.grow(rows * width);
+  }
 };
 
 class MultiheadSelfAttention : public Layer {

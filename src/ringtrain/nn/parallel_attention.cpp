@@ -46,8 +46,7 @@ void HeadParallelSelfAttention::reserve(int max_batch) {
   qkv_.resize(rows * 3 * Dl);
   heads_out_.resize(rows * Dl);
   probs_.resize(std::size_t(max_batch) * local_heads() * tokens_ * tokens_);
-  scratch_->dqkv.grow(rows * 3 * Dl);  // shared: only grows (another copy may have reserved more)
-  scratch_->dheads_out.grow(rows * Dl);
+  scratch_->reserve(rows, Dl);
 }
 
 void HeadParallelSelfAttention::share_backward_scratch(Layer& owner) {

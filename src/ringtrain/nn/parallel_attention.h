@@ -44,7 +44,6 @@ class HeadParallelSelfAttention : public Layer {
   void backward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, const float* out, const float* dout,
                       float* din, const Slice& s) override;
   void share_backward_scratch(Layer& owner) override;
-  const AttentionBackwardScratch* backward_scratch() const { return scratch_.get(); }  // whose (tests)
   int local_heads() const { return int(head_bounds_[std::size_t(rank_) + 1] - head_bounds_[std::size_t(rank_)]); }
   int local_dim() const { return local_heads() * (dim_ / heads_); }
 
