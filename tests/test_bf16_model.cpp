@@ -1,6 +1,6 @@
-// LeNet-5 steps with the bf16 kernel tables: the chained conv1 -> conv2 hand-over (blocked bf16 activations,
-// nn::Conv2dReluPool::chain_to, ops/conv_pool.h) gives the same bits as the same layers unchained, for whole
-// and partial blocks of 16 samples and with threads (whose slices decide the layout each); and a bf16 step
+// LeNet-5 steps with the bf16 and the fp32 kernel tables: the chained conv1 -> conv2 hand-over (blocked
+// activations, nn::Conv2dReluPool::chain_to, ops/conv_pool.h) gives the same bits as the same layers unchained,
+// for whole and partial blocks and with threads (whose slices decide the layout each); and a bf16 step
 // allocates nothing.
 #include <gtest/gtest.h>
 
@@ -66,11 +66,11 @@ std::vector<ops::IsaLevel> levels() {
   return ops::supported_isas();
 }
 
-TEST(Bf16Model, ChainedConvLayersGiveTheSameBitsAsUnchained) {
+void expect_chained_same_bits(ops::Precision precision) {
   for (ops::IsaLevel level : levels()) {
-    const ops::KernelTable& k = ops::kernels_for(level, ops::Precision::Bf16);
+    const ops::KernelTable& k = ops::kernels_for(level, precision);
     for (int threads : {1, 2})
-      for (int n : {64, 16, 50, 1}) {  // whole blocks, one block, a partial last block, one sample
+      for (int n : {64, 16, 50, 8, 1}) {  // whole blocks, one block (of 16, of 8), a partial last block, one sample
         SCOPED_TRACE(std::string(ops::isa_name(level)) + " threads " + std::to_string(threads) + " batch " +
                      std::to_string(n));
         auto chained = nn::make_lenet5(), plain = unchained_lenet5();
@@ -89,6 +89,11 @@ TEST(Bf16Model, ChainedConvLayersGiveTheSameBitsAsUnchained) {
       }
   }
 }
+
+TEST(Bf16Model, ChainedConvLayersGiveTheSameBitsAsUnchained) { expect_chained_same_bits(ops::Precision::Bf16); }
+
+// The fp32 tables hand the activation over blocked too ([N/L][features][L] fp32, L their vector width).
+TEST(Fp32Model, ChainedConvLayersGiveTheSameBitsAsUnchained) { expect_chained_same_bits(ops::Precision::Fp32); }
 
 TEST(Bf16Model, StepsAllocateNothing) {
   for (ops::IsaLevel level : levels()) {

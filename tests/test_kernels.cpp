@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -202,6 +203,76 @@ TEST_P(KernelTest, Conv2dReluPoolForwardBackward) {
     k().conv2d_relu_pool_backward(nullptr, dw2.data(), db2.data(), dy.data(), saved.data(), w.data(), s);
     expect_equal("dweight without dinp", dw2, dw);
     expect_equal("dbias without dinp", db2, db);
+  }
+}
+
+// [N][F] <-> [N/B][F][B], B samples a block (conv_pool.h: blocked activations).
+std::vector<float> to_blocks(const std::vector<float>& v, int N, int B) {
+  const std::size_t F = v.size() / N;
+  std::vector<float> out(v.size());
+  for (int n = 0; n < N; ++n)
+    for (std::size_t f = 0; f < F; ++f) out[(std::size_t(n / B) * F + f) * B + n % B] = v[std::size_t(n) * F + f];
+  return out;
+}
+std::vector<float> from_blocks(const std::vector<float>& v, int N, int B) {
+  const std::size_t F = v.size() / N;
+  std::vector<float> out(v.size());
+  for (int n = 0; n < N; ++n)
+    for (std::size_t f = 0; f < F; ++f) out[std::size_t(n) * F + f] = v[(std::size_t(n / B) * F + f) * B + n % B];
+  return out;
+}
+
+// A table that takes blocked fp32 activations gives the same bits with them as without, for every
+// combination of blocked input and output: padded and unpadded inputs (whose input gradient is written
+// through the kernel's padded block or straight into the blocked tensor), one and several channels, the
+// tiled and the any-stride code; a batch that is not whole blocks is refused.
+TEST_P(KernelTest, Conv2dReluPoolBlockedActivationsSameBits) {
+  if (!k().conv2d_relu_pool_blocked) GTEST_SKIP() << "this table takes no blocked activations";
+  const int B = k().conv2d_relu_pool_block;
+  ASSERT_GE(B, 1);
+  Rng rng(14);
+  for (Conv2dShape base : {conv(2, 1, 28, 28, 6, 5, 5, 1, 2), conv(2, 6, 14, 14, 16, 5, 5, 1, 0),
+                           conv(3, 4, 10, 12, 5, 3, 3, 1, 1), conv(1, 3, 9, 13, 4, 2, 4, 1, 0),
+                           conv(2, 2, 11, 11, 5, 3, 3, 2, 1)}) {
+    base.N *= B;  // whole blocks
+    SCOPED_TRACE(conv_name(base));
+    ASSERT_TRUE(k().conv2d_relu_pool_blocked(base));
+    if (B > 1) {
+      Conv2dShape part = base;
+      part.N = base.N + 1;
+      EXPECT_FALSE(k().conv2d_relu_pool_blocked(part)) << "a partial block cannot be blocked";
+      part.in_blocked = true;
+      std::vector<float> x(std::size_t(part.N) * part.C * part.H * part.W), w(std::size_t(part.K) * part.C * part.R * part.S);
+      std::vector<float> out(std::size_t(part.N) * part.K * (part.P() / 2) * (part.Q() / 2));
+      std::vector<float> saved(k().conv2d_relu_pool_saved(part)), b(part.K);
+      EXPECT_THROW(k().conv2d_relu_pool_forward(out.data(), saved.data(), x.data(), w.data(), b.data(), part), Error);
+    }
+    const int N = base.N;
+    auto x = random_vec(std::size_t(N) * base.C * base.H * base.W, rng);
+    auto w = random_vec(std::size_t(base.K) * base.C * base.R * base.S, rng);
+    auto b = random_vec(base.K, rng);
+    const std::size_t outn = std::size_t(N) * base.K * (base.P() / 2) * (base.Q() / 2);
+    auto dy = random_vec(outn, rng);
+    std::vector<float> saved(k().conv2d_relu_pool_saved(base));
+    std::vector<float> out(outn), dx(x.size()), dw(w.size()), db(b.size());
+    k().conv2d_relu_pool_forward(out.data(), saved.data(), x.data(), w.data(), b.data(), base);
+    k().conv2d_relu_pool_backward(dx.data(), dw.data(), db.data(), dy.data(), saved.data(), w.data(), base);
+    for (int mode = 1; mode < 4; ++mode) {
+      Conv2dShape s = base;
+      s.in_blocked = mode & 1, s.out_blocked = mode & 2;
+      SCOPED_TRACE(mode);
+      const auto xin = s.in_blocked ? to_blocks(x, N, B) : x;
+      const auto dyin = s.out_blocked ? to_blocks(dy, N, B) : dy;
+      std::vector<float> out2(outn, NAN), dx2(x.size(), NAN), dw2(w.size(), NAN), db2(b.size(), NAN);
+      std::vector<float> saved2(saved.size(), NAN);
+      k().conv2d_relu_pool_forward(out2.data(), saved2.data(), xin.data(), w.data(), b.data(), s);
+      k().conv2d_relu_pool_backward(dx2.data(), dw2.data(), db2.data(), dyin.data(), saved2.data(), w.data(), s);
+      EXPECT_EQ(0, std::memcmp((s.out_blocked ? from_blocks(out2, N, B) : out2).data(), out.data(), outn * 4)) << "out";
+      EXPECT_EQ(0, std::memcmp((s.in_blocked ? from_blocks(dx2, N, B) : dx2).data(), dx.data(), dx.size() * 4))
+          << "dinp";
+      EXPECT_EQ(0, std::memcmp(dw2.data(), dw.data(), dw.size() * 4)) << "dweight";
+      EXPECT_EQ(0, std::memcmp(db2.data(), db.data(), db.size() * 4)) << "dbias";
+    }
   }
 }
 

@@ -13,8 +13,8 @@ struct Conv2dShape {
   int stride = 1, pad = 0;
   int groups = 1;
   // Blocked activations (conv_pool.h; fused passes of tables with conv2d_relu_pool_blocked only): the input and
-  // its gradient (in_blocked), the output and its gradient (out_blocked) as [N/16][features][16] - sixteen
-  // samples side by side - in the table's 16-bit type, instead of [N][features] fp32.
+  // its gradient (in_blocked), the output and its gradient (out_blocked) as [N/B][features][B] - B samples side
+  // by side, in the table's activation type - instead of [N][features] fp32.
   bool in_blocked = false, out_blocked = false;
   int P() const { return (H + 2 * pad - R) / stride + 1; }
   int Q() const { return (W + 2 * pad - S) / stride + 1; }

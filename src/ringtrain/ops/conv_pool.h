@@ -9,12 +9,14 @@
 // maxpool2d (tests/test_kernels.cpp), which nn::Conv2dReluPool also runs when a table has no fused entry.
 //
 // Blocked activations: a table whose conv2d_relu_pool_blocked(s) is true for a shape also takes s.in_blocked /
-// s.out_blocked there: that tensor (and its gradient) is [N/16][features][16] in the table's 16-bit compute
-// type (bf16 words, in the first half of the float buffer): the kernels' own layout and the rounding every
-// consumer applies anyway, so two fused layers in a row (LeNet's conv1 -> conv2) hand their activation over
-// without transposing it out and back, at half the bytes (nn::Conv2dReluPool::chain_to). The layers'
-// results (outputs of the last, parameter gradients) are the same bits as with the [N][features] fp32
-// tensor; the blocked tensor itself holds the bf16 rounding of the fp32 one.
+// s.out_blocked there: that tensor (and its gradient) is [N/B][features][B], B = the table's
+// conv2d_relu_pool_block samples side by side - the kernels' own layout - so two fused layers in a row
+// (LeNet's conv1 -> conv2) hand their activation over without transposing it out and back
+// (nn::Conv2dReluPool::chain_to). The fp32 tables (B = their vector width: 8 AVX2, 16 AVX-512, 1 scalar) keep
+// fp32 values; the bf16 AVX-512 table (B = 16) keeps bf16 words in the first half of the float buffer, the
+// rounding every consumer applies anyway, at half the bytes. The layers' results (outputs of the last,
+// parameter gradients) are the same bits as with the [N][features] fp32 tensor; a 16-bit blocked tensor
+// itself holds the bf16 rounding of the fp32 one.
 #pragma once
 #include <cstddef>
 

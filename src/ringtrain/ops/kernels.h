@@ -40,8 +40,9 @@ struct KernelTable {
   void (*conv2d_relu_pool_backward)(float* dinp, float* dweight, float* dbias, const float* dout, const float* saved,
                                     const float* weight, const Conv2dShape& s) = nullptr;
   // Whether the fused passes take Conv2dShape::in_blocked / out_blocked for shape s (conv_pool.h: blocked
-  // activations; N a multiple of 16 among the conditions). Null: never.
+  // activations; N a whole number of blocks among the conditions). Null: never.
   bool (*conv2d_relu_pool_blocked)(const Conv2dShape& s) = nullptr;
+  int conv2d_relu_pool_block = 0;  // samples a block of that layout (0 where conv2d_relu_pool_blocked is null)
   void (*maxpool2d_forward)(float* out, uint8_t* argmax, const float* inp, const PoolShape& s) = nullptr;
   void (*maxpool2d_backward)(float* dinp, const float* dout, const uint8_t* argmax, const PoolShape& s) = nullptr;
   void (*relu_forward)(float* out, const float* inp, int64_t n) = nullptr;

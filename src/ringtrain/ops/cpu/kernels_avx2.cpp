@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include "ringtrain/core/error.h"
 #include "ringtrain/ops/cpu/blocks_avx2.h"
 #include "ringtrain/ops/cpu/simd_avx2.h"
 #include "ringtrain/ops/cpu/scratch.h"

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "ringtrain/core/error.h"
 #include "ringtrain/core/half.h"
 #include "ringtrain/ops/cpu/bf16_tables.h"
 #include "ringtrain/ops/cpu/blocks_avx2.h"

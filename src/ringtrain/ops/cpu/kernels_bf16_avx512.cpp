@@ -980,6 +980,7 @@ void fill_bf16_avx512(KernelTable& t) {
   t.conv2d_relu_pool_forward = crp_forward;
   t.conv2d_relu_pool_backward = crp_backward;
   t.conv2d_relu_pool_blocked = crp_blocked;
+  t.conv2d_relu_pool_block = L;
   t.linear_forward = lin_forward;
   t.linear_backward = lin_backward;
   t.linear_forward_chunked = lin_forward_chunked;
@@ -1003,6 +1004,7 @@ void fill_bf16_amx(KernelTable& t) {
   t.conv2d_relu_pool_forward = rounding.conv2d_relu_pool_forward;
   t.conv2d_relu_pool_backward = rounding.conv2d_relu_pool_backward;
   t.conv2d_relu_pool_blocked = rounding.conv2d_relu_pool_blocked;
+  t.conv2d_relu_pool_block = rounding.conv2d_relu_pool_block;
   t.linear_forward = amx_linear_forward;
   t.linear_backward = amx_linear_backward;
   t.linear_forward_chunked = amx_linear_forward_chunked;
