@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,10 +17,12 @@
 #include "ringtrain/core/rng.h"
 #include "ringtrain/nn/attention.h"
 #include "ringtrain/nn/batch_norm.h"
+#include "ringtrain/nn/conv2d.h"
 #include "ringtrain/nn/elementwise.h"
 #include "ringtrain/nn/layer_norm.h"
 #include "ringtrain/nn/linear.h"
 #include "ringtrain/nn/model.h"
+#include "ringtrain/nn/patch_embedding.h"
 #include "ringtrain/nn/pointwise.h"
 #include "ringtrain/nn/token_linear.h"
 #include "ringtrain/nn/vit_tokens.h"
@@ -225,6 +228,72 @@ TEST(ZooNnLayers, TokenLayoutsAsTorchvision) {
   for (int d = 0; d < 3; ++d) EXPECT_EQ(p.grad(0)[d], 0.0f);
   const std::vector<float> dpos(p.grad(1), p.grad(1) + 9);
   EXPECT_EQ(dpos, (std::vector<float>{0, 0, 0, 5, 7, 9, 0, 0, 0}));
+}
+
+// PatchEmbedding is Conv2d with the patch as kernel and stride followed by PatchTokens: the same parameters
+// (names, shapes, init from one seed), and tokens, parameter gradients and input gradient within the bound of
+// their sums (the conv and linear kernels add the bias and order the terms each their own way, the reference
+// ones included), for one and several channels, square and oblong inputs, batches of 1 and 3, one and two
+// threads, at every level.
+TEST(ZooNnLayers, PatchEmbeddingIsConvThenPatchTokens) {
+  struct Case {
+    int C, H, W, D, patch, N, threads;
+  };
+  for (const Case& c : {Case{1, 28, 28, 16, 7, 3, 1}, Case{3, 6, 9, 5, 3, 1, 1}, Case{2, 8, 4, 9, 2, 3, 2}})
+    for (ops::IsaLevel level : levels_under_test()) {
+      SCOPED_TRACE(std::string(ops::isa_name(level)) + " C" + std::to_string(c.C) + " " + std::to_string(c.H) + "x" +
+                   std::to_string(c.W) + " patch " + std::to_string(c.patch));
+      const ops::KernelTable& k = ops::kernels_for(level);
+      Rng rng(uint64_t(c.C * 100 + c.H));
+      GraphBuilder a({c.C, c.H, c.W}), b({c.C, c.H, c.W});
+      a.add(std::make_unique<PatchEmbedding>("conv_proj", c.C, c.D, c.patch));
+      b.add(std::make_unique<Conv2d>("conv_proj", c.C, c.D, c.patch, c.patch, 0));
+      b.add(std::make_unique<PatchTokens>("patch_tokens"));
+      auto fused = a.build(), plain = b.build();
+      const int T = (c.H / c.patch) * (c.W / c.patch);
+      ASSERT_EQ(fused->value_shape(1), Shape({T, c.D}));
+      for (auto* m : {fused.get(), plain.get()}) {
+        m->init_parameters(9);
+        m->set_threads(c.threads);
+        m->set_input_gradient(true);
+        m->reserve(c.N);
+      }
+      const ParameterSet &pf = fused->params(), &pp = plain->params();
+      ASSERT_EQ(pf.size(), pp.size());
+      ASSERT_EQ(pf.views().size(), pp.views().size());
+      for (std::size_t i = 0; i < pf.views().size(); ++i) {
+        EXPECT_EQ(pf.views()[i].name, pp.views()[i].name);
+        EXPECT_EQ(pf.views()[i].shape, pp.views()[i].shape);
+      }
+      for (const ParamView& v : pf.views())
+        EXPECT_EQ(0, std::memcmp(pf.params() + v.offset, pp.params() + v.offset, v.numel * sizeof(float)))
+            << "initial " << v.name;
+      const auto x = random_vec(std::size_t(c.N) * c.C * c.H * c.W, rng, -1, 1);
+      const auto dy = random_vec(std::size_t(c.N) * T * c.D, rng, -1, 1);
+      const float* yf = fused->forward(k, x.data(), c.N);
+      const std::vector<float> tokens(yf, yf + dy.size());
+      const float* yp = plain->forward(k, x.data(), c.N);
+      fused->backward(k, x.data(), dy.data(), c.N);
+      plain->backward(k, x.data(), dy.data(), c.N);
+      // Bounds: a token sums C*p*p products and the bias; a weight gradient N*T products; an input gradient D.
+      const int taps = c.C * c.patch * c.patch;
+      auto expect_same = [&](const char* what, const float* got, const float* want, std::size_t n, double terms,
+                             double magnitude) {
+        for (std::size_t i = 0; i < n; ++i)
+          ASSERT_NEAR(got[i], want[i], 2 * gamma(terms + 2) * magnitude) << what << "[" << i << "]";
+      };
+      expect_same("tokens", tokens.data(), yp, tokens.size(), taps, taps + 1.0);
+      for (const ParamView& v : pf.views())
+        expect_same(v.name.c_str(), pf.grads() + v.offset, pp.grads() + v.offset, v.numel, double(c.N) * T,
+                    double(c.N) * T);
+      expect_same("dinput", fused->input_grad(), plain->input_grad(), x.size(), c.D, c.D);
+    }
+}
+
+TEST(ZooNnLayers, PatchEmbeddingRefusesPatchesThatDoNotTile) {
+  GraphBuilder g({1, 28, 27});
+  g.add(std::make_unique<PatchEmbedding>("conv_proj", 1, 8, 7));
+  EXPECT_THROW(g.build(), Error);
 }
 
 TEST(ZooNnLayers, TokenLinearIsLinearPerToken) {

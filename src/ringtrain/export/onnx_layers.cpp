@@ -170,6 +170,14 @@ std::string patch_tokens(OnnxGraph& g, const LayerInput& in) {
   return g.node("Transpose", {flat}, out_name(in), {{"perm", Ints{0, 2, 1}}});
 }
 
+// nn::PatchEmbedding: the conv, then its [D, h, w] output as h*w tokens of D.
+std::string patch_embedding(OnnxGraph& g, const LayerInput& in, const nn::LayerDescription& d) {
+  const int64_t T = in.out_shape[0], D = in.out_shape[1];
+  const std::string conv = conv2d(g, in, d, local(in, "conv"));
+  const std::string flat = reshape(g, in, conv, {D, T}, "flat");
+  return g.node("Transpose", {flat}, out_name(in), {{"perm", Ints{0, 2, 1}}});
+}
+
 // The class token in front of the tokens: x[:, :1] * 0 + token is the token repeated for every sample of the
 // batch, whatever N is (OpenCV 4.6 rejects Expand to a computed shape); the [1, 1, D] parameter is reshaped
 // to [1, D] so OpenCV adds it as a per-row constant.
@@ -225,6 +233,7 @@ std::string emit_layer(OnnxGraph& g, const LayerInput& in) {
     case Kind::Flatten: return g.node("Flatten", {in.values[0]}, out_name(in), {{"axis", int64_t(1)}});
     case Kind::SelfAttention: return self_attention(g, in, d);
     case Kind::PatchTokens: return patch_tokens(g, in);
+    case Kind::PatchEmbedding: return patch_embedding(g, in, d);
     case Kind::ClassToken: return class_token(g, in);
     case Kind::PositionEmbedding: return position_embedding(g, in);
     case Kind::SelectToken: return select_token(g, in, d);

@@ -27,12 +27,13 @@ struct LayerDescription {
     Flatten,            // [C, H, W] -> [C*H*W]
     SelfAttention,      // heads; nn.MultiheadAttention(x, x, x): in_proj_weight [3D, D], in_proj_bias, out_proj.*
     PatchTokens,        // [D, h, w] -> [h*w, D]
+    PatchEmbedding,     // Conv2d (kernel = stride, pad 0, groups 1, bias) -> PatchTokens
     ClassToken,         // [T, D] -> [T+1, D], the parameter [1, 1, D] first
     PositionEmbedding,  // [T, D] + the parameter [1, T, D]
     SelectToken,        // [T, D] -> [D], token `index`
   };
   Kind kind = Kind::Unsupported;
-  int kernel = 0, stride = 1, pad = 0, groups = 1;  // Conv2d, Conv2dReluPool, MaxPool2d
+  int kernel = 0, stride = 1, pad = 0, groups = 1;  // Conv2d, Conv2dReluPool, MaxPool2d, PatchEmbedding
   double eps = 0.0;                                 // BatchNorm2d, LayerNorm
   int heads = 0;                                    // SelfAttention
   int index = 0;                                    // SelectToken

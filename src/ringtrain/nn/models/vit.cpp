@@ -1,8 +1,8 @@
 // vit: torchvision 0.14's VisionTransformer(image_size=28, patch_size=7, num_layers=6, num_heads=4,
 // hidden_dim=128, mlp_dim=512, num_classes=10) with a 1-channel patch embedding. Per sample: 16 patches of
-// 7x7 -> 16 tokens of 128, a class token in front (17 tokens), a learned position embedding, 6 pre-norm
-// encoder blocks (x + attention(ln_1(x)), then x + mlp(ln_2(x)), GELU, layer norms with eps 1e-6), a
-// final layer norm, and the head on the class token. Dropout is 0 in this configuration (torchvision's
+// 7x7 -> 16 tokens of 128 (conv_proj and the permute to tokens, one layer: nn/patch_embedding.h), a class
+// token in front (17 tokens), a learned position embedding, 6 pre-norm encoder blocks (x + attention(ln_1(x)),
+// then x + mlp(ln_2(x)), GELU, layer norms with eps 1e-6), a final layer norm, and the head on the class token. Dropout is 0 in this configuration (torchvision's
 // default), so it has no layers here.
 //
 // make_vit_tp splits each encoder block over a tensor group as Megatron-LM does (docs/DISTRIBUTED.md):
@@ -14,13 +14,13 @@
 #include <cmath>
 
 #include "ringtrain/nn/attention.h"
-#include "ringtrain/nn/conv2d.h"
 #include "ringtrain/nn/elementwise.h"
 #include "ringtrain/nn/layer_norm.h"
 #include "ringtrain/nn/linear.h"
 #include "ringtrain/nn/models/zoo.h"
 #include "ringtrain/nn/parallel_attention.h"
 #include "ringtrain/nn/parallel_token_linear.h"
+#include "ringtrain/nn/patch_embedding.h"
 #include "ringtrain/nn/pointwise.h"
 #include "ringtrain/nn/tp_reduction.h"
 #include "ringtrain/nn/token_bias.h"
@@ -84,9 +84,9 @@ int encoder_block(GraphBuilder& g, const std::string& name, int x, TensorGroup* 
 std::unique_ptr<Model> vit_with(TensorGroup* tp) {
   constexpr int grid = kImage / kPatch, tokens = grid * grid + 1;
   GraphBuilder g({1, kImage, kImage});
-  // The replaced patch embedding keeps nn.Conv2d's default init (weight and bias).
-  g.add(std::make_unique<Conv2d>("conv_proj", 1, kHidden, kPatch, kPatch, 0));
-  g.add(std::make_unique<PatchTokens>("patch_tokens"));
+  // conv_proj and the tokens' reshape and permute as one layer; the replaced patch embedding keeps
+  // nn.Conv2d's default init (weight and bias).
+  g.add(std::make_unique<PatchEmbedding>("conv_proj", 1, kHidden, kPatch));
   g.add(std::make_unique<ClassToken>("class_token", kHidden));
   int x = g.add(std::make_unique<PositionEmbedding>("encoder.pos_embedding", tokens, kHidden));
   for (int l = 0; l < kLayers; ++l) x = encoder_block(g, "encoder.layers.encoder_layer_" + std::to_string(l), x, tp);
