@@ -26,31 +26,30 @@ void PatchEmbedding::reserve(int max_batch) {
 }
 
 // Patch (p, q) of channel c is rows p*R .. p*R+R-1, columns q*S .. q*S+S-1: its row r is S floats in a row of
-// the image, and patch row c*R*S + r*S.
-void PatchEmbedding::gather(float* patches, const float* images, int n) const {
+// the image, and patch row c*R*S + r*S. f(image offset, patch offset) for each such run of S floats.
+template <class F>
+void PatchEmbedding::each_patch_row(int n, F&& f) const {
   const int C = shape_.C, H = shape_.H, W = shape_.W, R = shape_.R, S = shape_.S, P = shape_.P(), Q = shape_.Q();
   for (int i = 0; i < n; ++i)
     for (int c = 0; c < C; ++c)
       for (int p = 0; p < P; ++p)
         for (int r = 0; r < R; ++r) {
-          const float* row = images + ((std::size_t(i) * C + c) * H + p * R + r) * W;
-          float* dst = patches + (std::size_t(i) * P + p) * Q * patch_floats() + (c * R + r) * S;
-          for (int q = 0; q < Q; ++q, dst += patch_floats())
-            for (int s = 0; s < S; ++s) dst[s] = row[q * S + s];
+          const std::size_t row = ((std::size_t(i) * C + c) * H + p * R + r) * W;
+          const std::size_t patch = (std::size_t(i) * P + p) * Q * patch_floats() + (c * R + r) * S;
+          for (int q = 0; q < Q; ++q) f(row + std::size_t(q) * S, patch + std::size_t(q) * patch_floats());
         }
 }
 
+void PatchEmbedding::gather(float* patches, const float* images, int n) const {
+  each_patch_row(n, [&](std::size_t pixel, std::size_t at) {
+    for (int s = 0; s < shape_.S; ++s) patches[at + s] = images[pixel + s];
+  });
+}
+
 void PatchEmbedding::scatter(float* images, const float* patches, int n) const {
-  const int C = shape_.C, H = shape_.H, W = shape_.W, R = shape_.R, S = shape_.S, P = shape_.P(), Q = shape_.Q();
-  for (int i = 0; i < n; ++i)
-    for (int c = 0; c < C; ++c)
-      for (int p = 0; p < P; ++p)
-        for (int r = 0; r < R; ++r) {
-          float* row = images + ((std::size_t(i) * C + c) * H + p * R + r) * W;
-          const float* src = patches + (std::size_t(i) * P + p) * Q * patch_floats() + (c * R + r) * S;
-          for (int q = 0; q < Q; ++q, src += patch_floats())
-            for (int s = 0; s < S; ++s) row[q * S + s] = src[s];
-        }
+  each_patch_row(n, [&](std::size_t pixel, std::size_t at) {
+    for (int s = 0; s < shape_.S; ++s) images[pixel + s] = patches[at + s];
+  });
 }
 
 void PatchEmbedding::forward_slice(const ops::KernelTable& k, ParameterSet& p, const float* in, float* out,

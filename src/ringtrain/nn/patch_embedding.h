@@ -36,6 +36,8 @@ class PatchEmbedding : public Layer {
   // The slice's patches [n][T][C*p*p] <- its images [n][C][H][W], and back (a permutation both ways).
   void gather(float* patches, const float* images, int n) const;
   void scatter(float* images, const float* patches, int n) const;
+  template <class F>
+  void each_patch_row(int n, F&& f) const;
 
   ops::Conv2dShape shape_;  // the conv it computes (N = 1)
   // A slice's patches at its first sample (gathered again in backward: cheaper than keeping them), and the
