@@ -467,14 +467,14 @@ int main(int argc, char** argv) {
     });
     add("conv1+relu+pool/backward_weight (fused)", m1, [&] {
       k.conv2d_relu_pool_backward(nullptr, c1.dw.data(), c1.db.data(), c1.dpooled.data(), c1.saved.data(),
-                                  c1.w.data(), c1.s);
+                                  c1.x.data(), c1.w.data(), c1.s);
     });
     add("conv2+relu+pool/forward (fused)", m2, [&] {
       k.conv2d_relu_pool_forward(c2.pooled.data(), c2.saved.data(), c2.x.data(), c2.w.data(), c2.b.data(), c2.s);
     });
     add("conv2+relu+pool/backward_data+weight (fused)", 2 * m2, [&] {
       k.conv2d_relu_pool_backward(c2.dx.data(), c2.dw.data(), c2.db.data(), c2.dpooled.data(), c2.saved.data(),
-                                  c2.w.data(), c2.s);
+                                  c2.x.data(), c2.w.data(), c2.s);
     });
   }
   // ---- the rivals' LeNet passes (oneDNN with the bias, LIBXSMM without: it fuses none), validated first ----
@@ -618,11 +618,11 @@ int main(int argc, char** argv) {
   };
   auto ours_fused = [&] {  // the same five passes plus bias, ReLU and pooling, as the model runs them
     k.conv2d_relu_pool_forward(c1.pooled.data(), c1.saved.data(), c1.x.data(), c1.w.data(), c1.b.data(), c1.s);
-    k.conv2d_relu_pool_backward(nullptr, c1.dw.data(), c1.db.data(), c1.dpooled.data(), c1.saved.data(), c1.w.data(),
-                                c1.s);
+    k.conv2d_relu_pool_backward(nullptr, c1.dw.data(), c1.db.data(), c1.dpooled.data(), c1.saved.data(), c1.x.data(),
+                                c1.w.data(), c1.s);
     k.conv2d_relu_pool_forward(c2.pooled.data(), c2.saved.data(), c2.x.data(), c2.w.data(), c2.b.data(), c2.s);
     k.conv2d_relu_pool_backward(c2.dx.data(), c2.dw.data(), c2.db.data(), c2.dpooled.data(), c2.saved.data(),
-                                c2.w.data(), c2.s);
+                                c2.x.data(), c2.w.data(), c2.s);
   };
   const double flop5 = 2 * m1 + 3 * m2;
   // The rivals that have all five passes, each as one call (LIBXSMM without the bias: it fuses none).

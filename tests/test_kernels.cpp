@@ -191,7 +191,7 @@ TEST_P(KernelTest, Conv2dReluPoolForwardBackward) {
 
     auto dy = random_vec(out.size(), rng);
     std::vector<float> dx(x.size(), NAN), dw(w.size(), NAN), db(b.size(), NAN);
-    k().conv2d_relu_pool_backward(dx.data(), dw.data(), db.data(), dy.data(), saved.data(), w.data(), s);
+    k().conv2d_relu_pool_backward(dx.data(), dw.data(), db.data(), dy.data(), saved.data(), x.data(), w.data(), s);
     std::vector<double> wdx, wdw, wdb, mdx, mdw, mdb;
     want.backward(wdx, wdw, wdb, to_double(dy), to_double(x), to_double(w), s);
     want.backward(mdx, mdw, mdb, abs_double(dy), abs_double(x), abs_double(w), s);
@@ -200,7 +200,7 @@ TEST_P(KernelTest, Conv2dReluPoolForwardBackward) {
     expect_close("dbias", db, wdb, mdb, double(s.N) * s.P() * s.Q() + 2);
     // Without dinp (the first layer) the weight gradients are the same.
     std::vector<float> dw2(w.size(), NAN), db2(b.size(), NAN);
-    k().conv2d_relu_pool_backward(nullptr, dw2.data(), db2.data(), dy.data(), saved.data(), w.data(), s);
+    k().conv2d_relu_pool_backward(nullptr, dw2.data(), db2.data(), dy.data(), saved.data(), x.data(), w.data(), s);
     expect_equal("dweight without dinp", dw2, dw);
     expect_equal("dbias without dinp", db2, db);
   }
@@ -223,9 +223,10 @@ std::vector<float> from_blocks(const std::vector<float>& v, int N, int B) {
 }
 
 // A table that takes blocked fp32 activations gives the same bits with them as without, for every
-// combination of blocked input and output: padded and unpadded inputs (whose input gradient is written
-// through the kernel's padded block or straight into the blocked tensor), one and several channels, the
-// tiled and the any-stride code; a batch that is not whole blocks is refused.
+// combination of blocked input and output: padded and unpadded inputs (an unpadded one is read in place by
+// both passes, its gradient written straight into the blocked tensor; a padded one goes through the kernel's
+// padded block), one and several channels, the tiled and the any-stride code; a batch that is not whole
+// blocks is refused.
 TEST_P(KernelTest, Conv2dReluPoolBlockedActivationsSameBits) {
   if (!k().conv2d_relu_pool_blocked) GTEST_SKIP() << "this table takes no blocked activations";
   const int B = k().conv2d_relu_pool_block;
@@ -256,7 +257,7 @@ TEST_P(KernelTest, Conv2dReluPoolBlockedActivationsSameBits) {
     std::vector<float> saved(k().conv2d_relu_pool_saved(base));
     std::vector<float> out(outn), dx(x.size()), dw(w.size()), db(b.size());
     k().conv2d_relu_pool_forward(out.data(), saved.data(), x.data(), w.data(), b.data(), base);
-    k().conv2d_relu_pool_backward(dx.data(), dw.data(), db.data(), dy.data(), saved.data(), w.data(), base);
+    k().conv2d_relu_pool_backward(dx.data(), dw.data(), db.data(), dy.data(), saved.data(), x.data(), w.data(), base);
     for (int mode = 1; mode < 4; ++mode) {
       Conv2dShape s = base;
       s.in_blocked = mode & 1, s.out_blocked = mode & 2;
@@ -266,7 +267,9 @@ TEST_P(KernelTest, Conv2dReluPoolBlockedActivationsSameBits) {
       std::vector<float> out2(outn, NAN), dx2(x.size(), NAN), dw2(w.size(), NAN), db2(b.size(), NAN);
       std::vector<float> saved2(saved.size(), NAN);
       k().conv2d_relu_pool_forward(out2.data(), saved2.data(), xin.data(), w.data(), b.data(), s);
-      k().conv2d_relu_pool_backward(dx2.data(), dw2.data(), db2.data(), dyin.data(), saved2.data(), w.data(), s);
+      k().conv2d_relu_pool_backward(dx2.data(), dw2.data(), db2.data(), dyin.data(), saved2.data(), xin.data(), w.data(), s);
+      if (s.in_blocked && s.pad == 0)  // the input is the kernel's layout already: read in place, not kept
+        EXPECT_LT(k().conv2d_relu_pool_saved(s), saved.size());
       EXPECT_EQ(0, std::memcmp((s.out_blocked ? from_blocks(out2, N, B) : out2).data(), out.data(), outn * 4)) << "out";
       EXPECT_EQ(0, std::memcmp((s.in_blocked ? from_blocks(dx2, N, B) : dx2).data(), dx.data(), dx.size() * 4))
           << "dinp";

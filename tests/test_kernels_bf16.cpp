@@ -132,7 +132,7 @@ TEST_P(LowpKernelTest, FusedConvIntegerDataExactForwardAndBoundedBackward) {
     auto dy = random_vec(out.size(), rng);
     const auto dyr = rounded(dy, prec());
     std::vector<float> dx(x.size(), NAN), dw(w.size(), NAN), db(b.size(), NAN);
-    k().conv2d_relu_pool_backward(dx.data(), dw.data(), db.data(), dy.data(), saved.data(), w.data(), s);
+    k().conv2d_relu_pool_backward(dx.data(), dw.data(), db.data(), dy.data(), saved.data(), x.data(), w.data(), s);
     std::vector<double> tdx, tdw, tdb, rdx, rdw, rdb, mdx, mdw, mdb;
     want.backward(tdx, tdw, tdb, to_double(dyr), to_double(x), to_double(w), s);  // the twin: dy rounded
     want.backward(rdx, rdw, rdb, to_double(dy), to_double(x), to_double(w), s);   // fp32 semantics
@@ -146,7 +146,7 @@ TEST_P(LowpKernelTest, FusedConvIntegerDataExactForwardAndBoundedBackward) {
     expect_within("dweight vs fp32", dw, rdw, mdw, r1, mdw, gamma(nw));
     expect_within("dbias vs fp32", db, rdb, mdb, r1, mdb, gamma(nw));
     std::vector<float> dw2(w.size(), NAN), db2(b.size(), NAN);
-    k().conv2d_relu_pool_backward(nullptr, dw2.data(), db2.data(), dy.data(), saved.data(), w.data(), s);
+    k().conv2d_relu_pool_backward(nullptr, dw2.data(), db2.data(), dy.data(), saved.data(), x.data(), w.data(), s);
     EXPECT_EQ(0, std::memcmp(dw2.data(), dw.data(), dw.size() * 4)) << "dweight without dinp differs";
     EXPECT_EQ(0, std::memcmp(db2.data(), db.data(), db.size() * 4)) << "dbias without dinp differs";
   }
@@ -229,7 +229,7 @@ TEST_P(LowpKernelTest, FusedConvBlockedActivationsSameBits) {
     std::vector<float> saved(k().conv2d_relu_pool_saved(base));
     std::vector<float> out(outn), dx(x.size()), dw(w.size()), db(b.size());
     k().conv2d_relu_pool_forward(out.data(), saved.data(), x.data(), w.data(), b.data(), base);
-    k().conv2d_relu_pool_backward(dx.data(), dw.data(), db.data(), dy.data(), saved.data(), w.data(), base);
+    k().conv2d_relu_pool_backward(dx.data(), dw.data(), db.data(), dy.data(), saved.data(), x.data(), w.data(), base);
     const auto out16 = rounded(out, Precision::Bf16), dx16 = rounded(dx, Precision::Bf16);
     for (int mode = 1; mode < 4; ++mode) {
       Conv2dShape s = base;
@@ -240,7 +240,7 @@ TEST_P(LowpKernelTest, FusedConvBlockedActivationsSameBits) {
       std::vector<float> out2(outn, NAN), dx2(x.size(), NAN), dw2(w.size(), NAN), db2(b.size(), NAN);
       std::vector<float> saved2(saved.size(), NAN);
       k().conv2d_relu_pool_forward(out2.data(), saved2.data(), xin.data(), w.data(), b.data(), s);
-      k().conv2d_relu_pool_backward(dx2.data(), dw2.data(), db2.data(), dyin.data(), saved2.data(), w.data(), s);
+      k().conv2d_relu_pool_backward(dx2.data(), dw2.data(), db2.data(), dyin.data(), saved2.data(), xin.data(), w.data(), s);
       if (s.out_blocked)
         EXPECT_EQ(0, std::memcmp(from_blocks(unpack_bf16(out2, outn), N).data(), out16.data(), outn * 4)) << "out (bf16)";
       else

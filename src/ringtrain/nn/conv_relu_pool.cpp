@@ -118,8 +118,8 @@ void Conv2dReluPool::backward_slice(const ops::KernelTable& k, ParameterSet& p, 
   const std::size_t out_per = pre_per / 4;
   const ops::Conv2dShape s = shape(sl.size());
   if (k.conv2d_relu_pool_backward) {
-    k.conv2d_relu_pool_backward(din, dweight, dbias, dout,
-                                saved_.data() + saved_offset(k, sl.N, sl.t), weight, fused_shape(k, sl.size()));
+    k.conv2d_relu_pool_backward(din, dweight, dbias, dout, saved_.data() + saved_offset(k, sl.N, sl.t), in, weight,
+                                fused_shape(k, sl.size()));
     return;
   }
   float* dact = dact_.data() + sl.n0 * pre_per;

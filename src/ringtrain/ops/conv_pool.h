@@ -1,7 +1,8 @@
 // Fused conv2d + bias + ReLU + 2x2 max-pool (window 2, stride 2): LeNet's convolution blocks as one op.
 //   out [N,K,P/2,Q/2] = maxpool2(relu(conv2d(inp, weight) + bias))   (Conv2dShape as in conv2d.h)
 // Requires P and Q even. The forward leaves kernel-private state in `saved` (the input in the kernel's
-// own layout and which window element won, per output) for the backward, which then needs no input:
+// own layout, unless the input already is that layout, and which window element won, per output) for the
+// backward, which also gets the forward's input `inp` (the same tensor, unchanged) and writes
 //   dweight, dbias (overwritten) and, when dinp is not null, dinp [N,C,H,W] (overwritten).
 // Pooling ties go to the first maximum in row-major window order and a window whose maximum is <= 0
 // passes no gradient: exactly relu_backward(maxpool2d_backward(dout)) of the unfused reference ops.

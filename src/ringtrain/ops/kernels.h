@@ -38,7 +38,7 @@ struct KernelTable {
   void (*conv2d_relu_pool_forward)(float* out, float* saved, const float* inp, const float* weight, const float* bias,
                                    const Conv2dShape& s) = nullptr;
   void (*conv2d_relu_pool_backward)(float* dinp, float* dweight, float* dbias, const float* dout, const float* saved,
-                                    const float* weight, const Conv2dShape& s) = nullptr;
+                                    const float* inp, const float* weight, const Conv2dShape& s) = nullptr;
   // Whether the fused passes take Conv2dShape::in_blocked / out_blocked for shape s (conv_pool.h: blocked
   // activations; N a whole number of blocks among the conditions). Null: never.
   bool (*conv2d_relu_pool_blocked)(const Conv2dShape& s) = nullptr;

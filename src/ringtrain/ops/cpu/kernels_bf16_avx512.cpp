@@ -657,13 +657,14 @@ inline void unpool_pairs(u32a* DQ, u32a* DK, float* dBl, const DT* dP, const u8*
   }
 }
 
-void crp_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* saved, const float* weight,
-                  const Conv2dShape& s) {
+// inp: unread (saved keeps the input's bf16 pair layouts).
+void crp_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* saved, const float* inp,
+                  const float* weight, const Conv2dShape& s) {
   if (any_blocked(s) && !crp_blocked(s))  // (not check(): its message would be allocated on every call)
     throw Error("bf16 conv+ReLU+pool: blocked activations for a shape that cannot take them");
   if (!fast_conv(s))
     return rounding_kernels_for(IsaLevel::Avx512, Precision::Bf16)
-        .conv2d_relu_pool_backward(dinp, dweight, dbias, dout, saved, weight, s);
+        .conv2d_relu_pool_backward(dinp, dweight, dbias, dout, saved, inp, weight, s);
   const Geo g(s);
   const int KP = (g.K + 1) / 2, QP = g.Q / 2;
   const std::size_t wl = g.w_floats() * L, bl = std::size_t(g.K) * L;

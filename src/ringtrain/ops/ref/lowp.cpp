@@ -60,9 +60,11 @@ struct Wrap {
     base<LV>().conv2d_relu_pool_forward(out, saved, rounded<P>(0, inp, in_size(s)), rounded<P>(1, weight, w_size(s)),
                                         bias, s);
   }
+  // inp is left as it is: these tables hand activations over plain (below), so the base kernel keeps its own
+  // rounded copy of the input in saved and never reads it.
   static void crp_bwd(float* dinp, float* dweight, float* dbias, const float* dout, const float* saved,
-                      const float* weight, const Conv2dShape& s) {
-    base<LV>().conv2d_relu_pool_backward(dinp, dweight, dbias, rounded<P>(0, dout, out_size(s) / 4), saved,
+                      const float* inp, const float* weight, const Conv2dShape& s) {
+    base<LV>().conv2d_relu_pool_backward(dinp, dweight, dbias, rounded<P>(0, dout, out_size(s) / 4), saved, inp,
                                          rounded<P>(1, weight, w_size(s)), s);
   }
   static void lin_fwd(float* out, const float* inp, const float* weight, const float* bias, const LinearShape& s) {
