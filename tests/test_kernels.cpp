@@ -243,7 +243,8 @@ TEST_P(KernelTest, Conv2dReluPoolBlockedActivationsSameBits) {
       part.N = base.N + 1;
       EXPECT_FALSE(k().conv2d_relu_pool_blocked(part)) << "a partial block cannot be blocked";
       part.in_blocked = true;
-      std::vector<float> x(std::size_t(part.N) * part.C * part.H * part.W), w(std::size_t(part.K) * part.C * part.R * part.S);
+      std::vector<float> x(std::size_t(part.N) * part.C * part.H * part.W);
+      std::vector<float> w(std::size_t(part.K) * part.C * part.R * part.S);
       std::vector<float> out(std::size_t(part.N) * part.K * (part.P() / 2) * (part.Q() / 2));
       std::vector<float> saved(k().conv2d_relu_pool_saved(part)), b(part.K);
       EXPECT_THROW(k().conv2d_relu_pool_forward(out.data(), saved.data(), x.data(), w.data(), b.data(), part), Error);
@@ -267,7 +268,8 @@ TEST_P(KernelTest, Conv2dReluPoolBlockedActivationsSameBits) {
       std::vector<float> out2(outn, NAN), dx2(x.size(), NAN), dw2(w.size(), NAN), db2(b.size(), NAN);
       std::vector<float> saved2(saved.size(), NAN);
       k().conv2d_relu_pool_forward(out2.data(), saved2.data(), xin.data(), w.data(), b.data(), s);
-      k().conv2d_relu_pool_backward(dx2.data(), dw2.data(), db2.data(), dyin.data(), saved2.data(), xin.data(), w.data(), s);
+      k().conv2d_relu_pool_backward(dx2.data(), dw2.data(), db2.data(), dyin.data(), saved2.data(), xin.data(),
+                                    w.data(), s);
       if (s.in_blocked && s.pad == 0)  // the input is the kernel's layout already: read in place, not kept
         EXPECT_LT(k().conv2d_relu_pool_saved(s), saved.size());
       EXPECT_EQ(0, std::memcmp((s.out_blocked ? from_blocks(out2, N, B) : out2).data(), out.data(), outn * 4)) << "out";

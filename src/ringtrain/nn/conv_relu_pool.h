@@ -47,7 +47,9 @@ class Conv2dReluPool : public Layer {
   // The shape the fused kernels get: shape(N) with the blocked flags.
   ops::Conv2dShape fused_shape(const ops::KernelTable& k, int N) const;
 
-  // The fused kernels' saved state for slice t of a batch of N (offset and size, in floats).
+  // The fused kernels' saved state for slice t of a batch of N (offset and size, in floats). Sized for the
+  // plain layout, which bounds the blocked one (a blocked unpadded input keeps no copy there), so what
+  // reserve() sets aside for its batch fits every smaller slice, blocked or not.
   std::size_t saved_offset(const ops::KernelTable& k, int N, int t) const;
 
   ops::Conv2dShape shape_;

@@ -2,8 +2,8 @@
 // hidden_dim=128, mlp_dim=512, num_classes=10) with a 1-channel patch embedding. Per sample: 16 patches of
 // 7x7 -> 16 tokens of 128 (conv_proj and the permute to tokens, one layer: nn/patch_embedding.h), a class
 // token in front (17 tokens), a learned position embedding, 6 pre-norm encoder blocks (x + attention(ln_1(x)),
-// then x + mlp(ln_2(x)), GELU, layer norms with eps 1e-6), a final layer norm, and the head on the class token. Dropout is 0 in this configuration (torchvision's
-// default), so it has no layers here.
+// then x + mlp(ln_2(x)), GELU, layer norms with eps 1e-6), a final layer norm, and the head on the class token.
+// Dropout is 0 in this configuration (torchvision's default), so it has no layers here.
 //
 // make_vit_tp splits each encoder block over a tensor group as Megatron-LM does (docs/DISTRIBUTED.md):
 //   ln_1 -> f -> attention on the rank's heads (in_proj by heads, out_proj by input columns) -> g ->
