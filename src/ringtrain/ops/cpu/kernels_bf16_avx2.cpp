@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <utility>
-#include <vector>
 
+#include "ringtrain/core/aligned.h"
 #include "ringtrain/core/error.h"
 #include "ringtrain/core/half.h"
 #include "ringtrain/ops/cpu/bf16_tables.h"
@@ -49,13 +49,18 @@ struct Cfg : Avx2Blocks {
 
 const KernelTable& composed() { return rounding_kernels_for(IsaLevel::Avx2, Precision::Bf16); }
 
+// A rounded copy of x [n] in this thread's buffer `slot` (0: weights, 1: activations or gradients), valid until the
+// thread asks for the same slot again. The buffers grow on the first step only.
+const float* rounded(int slot, const float* x, std::size_t n) {
+  thread_local AlignedBuffer<float> buf[2];
+  buf[slot].grow(n);
+  round_bf16(buf[slot].data(), x, n);
+  return buf[slot].data();
+}
+
 // The depthwise kernels round the planes they move into the lanes; their weight (C x R x S floats) is rounded here.
 const float* rounded_weight(const float* w, const Conv2dShape& s) {
-  thread_local std::vector<float> buf;
-  const std::size_t n = std::size_t(s.K) * s.Cg() * s.R * s.S;
-  buf.resize(std::max(buf.size(), n));
-  round_bf16(buf.data(), w, n);
-  return buf.data();
+  return rounded(0, w, std::size_t(s.K) * s.Cg() * s.R * s.S);
 }
 bool depthwise(const Conv2dShape& s) { return zoo::conv_path(s) == zoo::ConvPath::Depthwise; }
 bool legacy(const Conv2dShape& s) { return zoo::conv_path(s) == zoo::ConvPath::Legacy; }
@@ -78,6 +83,21 @@ void conv_backward_weight(float* dweight, float* dbias, const float* dout, const
   zoo::conv_backward_weight(dweight, dbias, dout, inp, s);
 }
 
+// vit's split sums (nn/tp_reduction.h): this build's fused fp32 passes (kernels_impl.inc) on rounded operands. The
+// composition they replace rounded the same values chunk by chunk, ran one linear_forward a chunk on copies and
+// added the parts in a further pass: the same chains and tree, so the same bits (tests/test_chunked_linear.cpp),
+// at 0.70-0.87x of fp32's time for vit's split linears on Zen 3 where these take fp32's time plus the rounding.
+void linear_forward_chunked_bf16(float* out, const float* inp, const float* weight, const float* bias,
+                                 const LinearShape& s, int chunks) {
+  linear_forward_chunked(out, rounded(1, inp, std::size_t(s.N) * s.I), rounded(0, weight, std::size_t(s.O) * s.I),
+                         bias, s, chunks);
+}
+void linear_backward_data_chunked_bf16(float* dinp, const float* dout, const float* weight, const LinearShape& s,
+                                       int chunks, int groups) {
+  linear_backward_data_chunked(dinp, rounded(1, dout, std::size_t(s.N) * s.O),
+                               rounded(0, weight, std::size_t(s.O) * s.I), s, chunks, groups);
+}
+
 }  // namespace
 
 void fill_bf16_avx2(KernelTable& t) {
@@ -88,6 +108,8 @@ void fill_bf16_avx2(KernelTable& t) {
   t.conv2d_backward_weight = conv_backward_weight;
   t.attention_forward = attention_forward;  // rounding q, k, v and dout as it loads them (zoo_nn_impl.inc)
   t.attention_backward = attention_backward;
+  t.linear_forward_chunked = linear_forward_chunked_bf16;
+  t.linear_backward_data_chunked = linear_backward_data_chunked_bf16;
 }
 
 }  // namespace ringtrain::ops::cpu
