@@ -1,11 +1,11 @@
 // vit's split sums (nn/tp_reduction.h) at every ISA level this CPU runs, the reference and 16-bit tables
-// included (they compose linear_forward, but for the vdpbf16ps bf16 table; the fast fp32 tables run the fused
-// linear_*_chunked kernels):
+// included (they compose linear_forward, but for the vdpbf16ps bf16 table and AVX2's, which runs the fp32 passes on
+// rounded operands; the fast fp32 tables run the fused linear_*_chunked kernels):
 //  - against the exact sum in double, within gamma(n) sum|terms| (n: the reduction length + the tree + the bias);
 //  - the split property the --tp bit-identity rests on (docs/DISTRIBUTED.md, bench/grid_equality.sh): the whole
 //    sum over C chunks equals, bit for bit, the sums of a rank's C/T chunks added as the all-reduce adds them
 //    ((a + b) for 2 ranks, ((a + b) + (c + d)) for 4), then the bias;
-//  - a fused 16-bit table (vdpbf16ps) against its own composition, bit for bit (the same pairs and sums).
+//  - a fused 16-bit table (vdpbf16ps, or AVX2's rounded operands) against its own composition, bit for bit.
 // Shapes: vit's (1088 = 64 x 17 token rows; 512 / 128 features; q | k | v in 3 groups) and odd ones (one row, widths
 // that are no multiple of 8, more rows than one 96-row block, more than 128 columns, 3 chunks).
 #include <gtest/gtest.h>

@@ -55,8 +55,9 @@ struct KernelTable {
   // out [N, O] = the pairwise tree ((c0 + c1) + (c2 + c3)) over `chunks` equal blocks of the I input features of
   // inp[:, block] weight[:, block]^T, then + bias (nullable). Each chunk's partial is one FMA chain from zero over
   // its features in order, whatever the other chunks, so a rank holding some chunks computes them bit for bit as
-  // one process does (the bf16 tables: one dot-product chain over the chunk's feature pairs). Null (reference
-  // table, 16-bit tables rounding into fp32 kernels): tp_reduction composes linear_forward calls instead.
+  // one process does (the bf16 tables: one dot-product chain over the chunk's feature pairs; AVX2's: the fp32
+  // passes on rounded operands). Null (reference table, the other tables rounding into fp32 kernels):
+  // tp_reduction composes linear_forward calls instead.
   void (*linear_forward_chunked)(float* out, const float* inp, const float* weight, const float* bias,
                                  const LinearShape& s, int chunks) = nullptr;
   // dinp [N, I] = the same tree over chunks of dout[:, cols(c)] weight[cols(c), :], the O outputs being `groups`
