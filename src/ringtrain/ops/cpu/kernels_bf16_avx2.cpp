@@ -85,8 +85,9 @@ void conv_backward_weight(float* dweight, float* dbias, const float* dout, const
 
 // vit's split sums (nn/tp_reduction.h): this build's fused fp32 passes (kernels_impl.inc) on rounded operands. The
 // composition they replace rounded the same values chunk by chunk, ran one linear_forward a chunk on copies and
-// added the parts in a further pass: the same chains and tree, so the same bits (tests/test_chunked_linear.cpp),
-// at 0.70-0.87x of fp32's time for vit's split linears on Zen 3 where these take fp32's time plus the rounding.
+// added the parts in a further pass: the same chains and tree, so the same bits (tests/test_chunked_linear.cpp).
+// That way vit's split linears ran at 0.70-0.87x of fp32's speed on Zen 3; this way they take fp32's time plus
+// one rounding pass over each operand.
 void linear_forward_chunked_bf16(float* out, const float* inp, const float* weight, const float* bias,
                                  const LinearShape& s, int chunks) {
   linear_forward_chunked(out, rounded(1, inp, std::size_t(s.N) * s.I), rounded(0, weight, std::size_t(s.O) * s.I),
