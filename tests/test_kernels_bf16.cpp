@@ -174,19 +174,57 @@ TEST_P(LowpKernelTest, FusedConvRandomForwardWithinRoundingBound) {
   }
 }
 
-// [N][F] <-> [N/16][F][16] (conv_pool.h: blocked activations).
-std::vector<float> to_blocks(const std::vector<float>& v, int N) {
+// Where a table's fused conv is the fp32 kernels rounding operands as they copy them (bf16 at level avx2), it
+// gives the composition's bits - rounding whole tensors first, then the same fp32 kernels - on random data:
+// the input, weight and incoming gradient each rounded once, in both passes (dweight without dinp included).
+TEST_P(LowpKernelTest, FusedConvRoundingInTheCopiesSameBitsAsTheComposition) {
+  const KernelTable& composition = rounding_kernels_for(level(), prec());
+  if (!k().conv2d_relu_pool_forward || k().conv2d_relu_pool_forward == composition.conv2d_relu_pool_forward ||
+      k().conv2d_relu_pool_block_bf16)
+    GTEST_SKIP() << "this table's fused conv is the composition, or 16-bit dot products (other sums)";
+  Rng rng(14);
+  for (const Conv2dShape& s : fused_shapes()) {
+    SCOPED_TRACE(conv_name(s));
+    const auto x = random_vec(std::size_t(s.N) * s.C * s.H * s.W, rng);
+    const auto w = random_vec(std::size_t(s.K) * s.C * s.R * s.S, rng);
+    const auto b = random_vec(s.K, rng);
+    const std::size_t outn = std::size_t(s.N) * s.K * (s.P() / 2) * (s.Q() / 2);
+    const auto dy = random_vec(outn, rng);
+    struct Run {
+      std::vector<float> out, dx, dw, db, dw2, db2;
+    };
+    const auto run = [&](const KernelTable& t) {
+      Run r{std::vector<float>(outn, NAN), std::vector<float>(x.size(), NAN), std::vector<float>(w.size(), NAN),
+            std::vector<float>(b.size(), NAN), std::vector<float>(w.size(), NAN), std::vector<float>(b.size(), NAN)};
+      std::vector<float> saved(t.conv2d_relu_pool_saved(s), NAN);
+      t.conv2d_relu_pool_forward(r.out.data(), saved.data(), x.data(), w.data(), b.data(), s);
+      t.conv2d_relu_pool_backward(r.dx.data(), r.dw.data(), r.db.data(), dy.data(), saved.data(), x.data(), w.data(), s);
+      t.conv2d_relu_pool_backward(nullptr, r.dw2.data(), r.db2.data(), dy.data(), saved.data(), x.data(), w.data(), s);
+      return r;
+    };
+    const Run got = run(k()), want = run(composition);
+    EXPECT_EQ(0, std::memcmp(got.out.data(), want.out.data(), outn * 4)) << "out";
+    EXPECT_EQ(0, std::memcmp(got.dx.data(), want.dx.data(), x.size() * 4)) << "dinp";
+    EXPECT_EQ(0, std::memcmp(got.dw.data(), want.dw.data(), w.size() * 4)) << "dweight";
+    EXPECT_EQ(0, std::memcmp(got.db.data(), want.db.data(), b.size() * 4)) << "dbias";
+    EXPECT_EQ(0, std::memcmp(got.dw2.data(), want.dw.data(), w.size() * 4)) << "dweight without dinp";
+    EXPECT_EQ(0, std::memcmp(got.db2.data(), want.db.data(), b.size() * 4)) << "dbias without dinp";
+  }
+}
+
+// [N][F] <-> [N/B][F][B], B samples a block (conv_pool.h: blocked activations).
+std::vector<float> to_blocks(const std::vector<float>& v, int N, int B) {
   const std::size_t F = v.size() / N;
   std::vector<float> out(v.size());
   for (int n = 0; n < N; ++n)
-    for (std::size_t f = 0; f < F; ++f) out[(std::size_t(n / 16) * F + f) * 16 + n % 16] = v[std::size_t(n) * F + f];
+    for (std::size_t f = 0; f < F; ++f) out[(std::size_t(n / B) * F + f) * B + n % B] = v[std::size_t(n) * F + f];
   return out;
 }
-std::vector<float> from_blocks(const std::vector<float>& v, int N) {
+std::vector<float> from_blocks(const std::vector<float>& v, int N, int B) {
   const std::size_t F = v.size() / N;
   std::vector<float> out(v.size());
   for (int n = 0; n < N; ++n)
-    for (std::size_t f = 0; f < F; ++f) out[std::size_t(n) * F + f] = v[(std::size_t(n / 16) * F + f) * 16 + n % 16];
+    for (std::size_t f = 0; f < F; ++f) out[std::size_t(n) * F + f] = v[(std::size_t(n / B) * F + f) * B + n % B];
   return out;
 }
 
@@ -206,11 +244,19 @@ std::vector<float> unpack_bf16(const std::vector<float>& buf, std::size_t n) {
   return out;
 }
 
-// A table that takes blocked activations (bf16, [N/16][F][16]) gives the same parameter gradients and
-// outputs with them as without, and the blocked tensors hold the bf16 rounding of the fp32 ones, for every
-// combination of blocked input and output (padded and unpadded inputs, one and several channels).
+// A table that takes blocked activations ([N/B][F][B]: bf16 words at avx512, bf16 values in fp32 at avx2) gives
+// the same parameter gradients and outputs with them as without, and the blocked tensors hold the bf16 rounding
+// of the fp32 ones, for every combination of blocked input and output (padded and unpadded inputs, one and
+// several channels). The blocked tensors given it hold bf16 values, as its own kernels write them.
 TEST_P(LowpKernelTest, FusedConvBlockedActivationsSameBits) {
   if (!k().conv2d_relu_pool_blocked) GTEST_SKIP() << "this table takes no blocked activations";
+  const int B = k().conv2d_relu_pool_block;
+  const bool words = k().conv2d_relu_pool_block_bf16;
+  // A blocked tensor as the table holds it, and back.
+  const auto block = [&](const std::vector<float>& v, int N) { return words ? pack_bf16(to_blocks(v, N, B)) : to_blocks(v, N, B); };
+  const auto unblock = [&](const std::vector<float>& v, std::size_t n, int N) {
+    return from_blocks(words ? unpack_bf16(v, n) : std::vector<float>(v.begin(), v.begin() + std::ptrdiff_t(n)), N, B);
+  };
   Rng rng(13);
   for (const Conv2dShape& base : {conv(32, 1, 28, 28, 6, 5, 5, 1, 2), conv(16, 6, 14, 14, 16, 5, 5, 1, 0),
                                   conv(16, 4, 10, 12, 5, 3, 3, 1, 1), conv(16, 3, 10, 12, 7, 3, 3, 1, 1)}) {
@@ -235,18 +281,18 @@ TEST_P(LowpKernelTest, FusedConvBlockedActivationsSameBits) {
       Conv2dShape s = base;
       s.in_blocked = mode & 1, s.out_blocked = mode & 2;
       SCOPED_TRACE(mode);
-      const auto xin = s.in_blocked ? pack_bf16(to_blocks(x, N)) : x;
-      const auto dyin = s.out_blocked ? pack_bf16(to_blocks(dy, N)) : dy;
+      const auto xin = s.in_blocked ? block(x, N) : x;
+      const auto dyin = s.out_blocked ? block(dy, N) : dy;
       std::vector<float> out2(outn, NAN), dx2(x.size(), NAN), dw2(w.size(), NAN), db2(b.size(), NAN);
       std::vector<float> saved2(saved.size(), NAN);
       k().conv2d_relu_pool_forward(out2.data(), saved2.data(), xin.data(), w.data(), b.data(), s);
       k().conv2d_relu_pool_backward(dx2.data(), dw2.data(), db2.data(), dyin.data(), saved2.data(), xin.data(), w.data(), s);
       if (s.out_blocked)
-        EXPECT_EQ(0, std::memcmp(from_blocks(unpack_bf16(out2, outn), N).data(), out16.data(), outn * 4)) << "out (bf16)";
+        EXPECT_EQ(0, std::memcmp(unblock(out2, outn, N).data(), out16.data(), outn * 4)) << "out (bf16)";
       else
         EXPECT_EQ(0, std::memcmp(out2.data(), out.data(), outn * 4)) << "out";
       if (s.in_blocked)
-        EXPECT_EQ(0, std::memcmp(from_blocks(unpack_bf16(dx2, dx.size()), N).data(), dx16.data(), dx.size() * 4))
+        EXPECT_EQ(0, std::memcmp(unblock(dx2, dx.size(), N).data(), dx16.data(), dx.size() * 4))
             << "dinp (bf16)";
       else
         EXPECT_EQ(0, std::memcmp(dx2.data(), dx.data(), dx.size() * 4)) << "dinp";
@@ -294,6 +340,13 @@ TEST_P(LowpKernelTest, LinearWithinRoundingBound) {
     std::vector<float> dw2(w.size(), NAN), db2(O, NAN);
     k().linear_backward(nullptr, dw2.data(), db2.data(), dy.data(), x.data(), w.data(), s);
     EXPECT_EQ(0, std::memcmp(dw2.data(), dw.data(), dw.size() * 4));
+    // Up to avx2 every table is fp32 products on rounded operands: the composition's bits (at avx2 the forward
+    // rounds as it packs, not in passes of its own).
+    if (level() <= IsaLevel::Avx2) {
+      std::vector<float> out2(out.size(), NAN);
+      rounding_kernels_for(level(), prec()).linear_forward(out2.data(), x.data(), w.data(), b.data(), s);
+      EXPECT_EQ(0, std::memcmp(out2.data(), out.data(), out.size() * 4)) << "forward: not the composition's bits";
+    }
   }
 }
 
@@ -341,12 +394,15 @@ TEST(LowpKernelDispatch, Bf16UsesDotProductKernelsWhereTheCpuHasThem) {
   const KernelTable& fallback = rounding_kernels_for(fast.level, Precision::Bf16);
   if (!cpu_has_avx512_bf16()) {
     // fp32 arithmetic on rounded operands: at level avx2 the AVX2 build rounding them as its kernels copy them
-    // (fill_bf16_avx2: LeNet's fused convs and the plain linears as the composition, the zoo's convs, the attention
-    // and the split sums its own), at avx512 the composition itself.
+    // (fill_bf16_avx2: the linears' backward as the composition; their forward, LeNet's fused convs with their
+    // blocked hand-over, the zoo's convs, the attention and the split sums its own), at avx512 the composition.
     if (fast.level == IsaLevel::Avx2) {
       EXPECT_NE(&fast, &fallback);
-      EXPECT_EQ(fast.conv2d_relu_pool_forward, fallback.conv2d_relu_pool_forward);
-      EXPECT_EQ(fast.linear_forward, fallback.linear_forward);
+      EXPECT_NE(fast.conv2d_relu_pool_forward, fallback.conv2d_relu_pool_forward);
+      EXPECT_NE(fast.conv2d_relu_pool_blocked, nullptr);
+      EXPECT_EQ(fallback.conv2d_relu_pool_blocked, nullptr);
+      EXPECT_NE(fast.linear_forward, fallback.linear_forward);
+      EXPECT_EQ(fast.linear_backward, fallback.linear_backward);
       EXPECT_NE(fast.conv2d_forward, fallback.conv2d_forward);
       EXPECT_NE(fast.linear_forward_chunked, nullptr);
       EXPECT_EQ(fallback.linear_forward_chunked, nullptr);

@@ -43,6 +43,7 @@ struct KernelTable {
   // activations; N a whole number of blocks among the conditions). Null: never.
   bool (*conv2d_relu_pool_blocked)(const Conv2dShape& s) = nullptr;
   int conv2d_relu_pool_block = 0;  // samples a block of that layout (0 where conv2d_relu_pool_blocked is null)
+  bool conv2d_relu_pool_block_bf16 = false;  // its values bf16 words in the first half of the buffer (else fp32)
   void (*maxpool2d_forward)(float* out, uint8_t* argmax, const float* inp, const PoolShape& s) = nullptr;
   void (*maxpool2d_backward)(float* dinp, const float* dout, const uint8_t* argmax, const PoolShape& s) = nullptr;
   void (*relu_forward)(float* out, const float* inp, int64_t n) = nullptr;

@@ -1,9 +1,10 @@
 // bf16 on AVX2 (no 16-bit dot product on such CPUs, nor at level avx2 anywhere): the fp32 AVX2 kernels with
 // each operand rounded to bf16 where the kernel already copies it into its own layout (Cfg::round_operands,
-// zoo_conv_impl.inc): the depthwise lanes, the implicit GEMM's weight panels, padded inputs and transposed
-// gradients, the im2col matrices and per-sample plane copies of the GEMM paths. Same values as rounding whole tensors first and running the fp32 kernels (ops/ref/lowp.cpp, the
-// composition this table falls back to for every other pass), without that pass over memory each time an
-// operand is read. Products and sums fp32, as there.
+// kernels_impl.inc): the depthwise lanes, the implicit GEMM's weight panels, padded inputs and transposed
+// gradients, the im2col matrices and per-sample plane copies of the GEMM paths, LeNet's blocked copies and its
+// conv1 -> conv2 hand-over. Same values as rounding whole tensors first and running the fp32 kernels
+// (ops/ref/lowp.cpp, the composition this table falls back to for every other pass), without that pass over
+// memory each time an operand is read. Products and sums fp32, as there.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -65,8 +66,8 @@ const float* rounded_weight(const float* w, const Conv2dShape& s) {
 bool depthwise(const Conv2dShape& s) { return zoo::conv_path(s) == zoo::ConvPath::Depthwise; }
 bool legacy(const Conv2dShape& s) { return zoo::conv_path(s) == zoo::ConvPath::Legacy; }
 
-// Depthwise with the weight rounded here; LeNet's shapes (the blocked kernels, which copy nothing they could
-// round) through the composition; every other conv through the zoo's routing, whose kernels all round.
+// Depthwise with the weight rounded here; LeNet's unfused shapes (the blocked kernels, which copy nothing they
+// could round) through the composition; every other conv through the zoo's routing, whose kernels all round.
 void conv_forward(float* out, const float* inp, const float* weight, const float* bias, const Conv2dShape& s) {
   if (depthwise(s)) return zoo::depthwise_forward(out, inp, rounded_weight(weight, s), bias, s);
   if (legacy(s)) return composed().conv2d_forward(out, inp, weight, bias, s);
@@ -104,6 +105,15 @@ void linear_backward_data_chunked_bf16(float* dinp, const float* dout, const flo
 void fill_bf16_avx2(KernelTable& t) {
   static_cast<void>(&fill);  // the fp32 table of this file's copy of kernels_impl.inc is not needed
   t = rounding_kernels_for(IsaLevel::Avx2, Precision::Bf16);
+  // LeNet's fused convs: this build's, rounding the input and the incoming gradient as they transpose them into
+  // the lanes, and handing the activation between conv1 and conv2 over blocked, rounded where it is written
+  // (kernels_impl.inc). The composition rounded whole tensors in passes of their own and handed over plain.
+  t.conv2d_relu_pool_saved = conv2d_relu_pool_saved;
+  t.conv2d_relu_pool_forward = conv2d_relu_pool_forward;
+  t.conv2d_relu_pool_backward = conv2d_relu_pool_backward;
+  t.conv2d_relu_pool_blocked = conv2d_relu_pool_blocked;
+  t.conv2d_relu_pool_block = L;
+  t.linear_forward = linear_forward;  // the weight rounded as it is packed, the input in a copy
   t.conv2d_forward = conv_forward;
   t.conv2d_backward_data = conv_backward_data;
   t.conv2d_backward_weight = conv_backward_weight;

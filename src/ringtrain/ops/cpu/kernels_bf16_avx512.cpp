@@ -982,6 +982,7 @@ void fill_bf16_avx512(KernelTable& t) {
   t.conv2d_relu_pool_backward = crp_backward;
   t.conv2d_relu_pool_blocked = crp_blocked;
   t.conv2d_relu_pool_block = L;
+  t.conv2d_relu_pool_block_bf16 = true;
   t.linear_forward = lin_forward;
   t.linear_backward = lin_backward;
   t.linear_forward_chunked = lin_forward_chunked;
@@ -1006,6 +1007,7 @@ void fill_bf16_amx(KernelTable& t) {
   t.conv2d_relu_pool_backward = rounding.conv2d_relu_pool_backward;
   t.conv2d_relu_pool_blocked = rounding.conv2d_relu_pool_blocked;
   t.conv2d_relu_pool_block = rounding.conv2d_relu_pool_block;
+  t.conv2d_relu_pool_block_bf16 = rounding.conv2d_relu_pool_block_bf16;
   t.linear_forward = amx_linear_forward;
   t.linear_backward = amx_linear_backward;
   t.linear_forward_chunked = amx_linear_forward_chunked;

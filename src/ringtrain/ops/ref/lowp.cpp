@@ -90,6 +90,7 @@ struct Wrap {
     // Activations cross between layers in the plain layout (a 16-bit blocked hand-over is a table's own kernel).
     t.conv2d_relu_pool_blocked = nullptr;
     t.conv2d_relu_pool_block = 0;
+    t.conv2d_relu_pool_block_bf16 = false;
     t.linear_forward = lin_fwd;
     t.linear_backward = lin_bwd;
     // The split sums compose lin_fwd (nn/tp_reduction.cpp), so their operands are rounded too.
