@@ -28,21 +28,21 @@ namespace {
 using V = VecAvx2;
 // The fp32 AVX2 build's block sizes (blocks_avx2.h), plus the rounding of copied operands.
 struct Cfg : Avx2Blocks {
-  // In place, nearest even with round_bf16's integer rounding (core/half.h; NaN quiet); a tail through round_bf16.
-  // Inline here, not core/half's out-of-line bulk call: that call inside to_lanes changed GCC's inlining of
-  // the depthwise passes' transposes (1.5x slower).
-  static void round_operands(float* p, std::size_t n) {
+  // dst <- src rounded (dst == src: in place), nearest even with round_bf16's integer rounding (core/half.h; NaN
+  // quiet); a tail through round_bf16. Inline here, not core/half's out-of-line bulk call: that call inside to_lanes
+  // changed GCC's inlining of the depthwise passes' transposes (1.5x slower).
+  static void round_operands(float* dst, const float* src, std::size_t n) {
     std::size_t i = 0;
     for (; i + 8 <= n; i += 8) {
-      const __m256 x = _mm256_loadu_ps(p + i);
+      const __m256 x = _mm256_loadu_ps(src + i);
       const __m256i u = _mm256_castps_si256(x);
       const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
       const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
       const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
       const __m256i h = _mm256_blendv_epi8(r, nan, _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)));
-      _mm256_storeu_ps(p + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+      _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
     }
-    if (i < n) round_bf16(p + i, p + i, n - i);
+    if (i < n) round_bf16(dst + i, src + i, n - i);
   }
 };
 

@@ -47,11 +47,12 @@ struct Cfg {
   static constexpr int fwd_kb = 2, fwd_qb = 6, bwd_data_cb = 2, bwd_data_qb = 6, bwd_weight_kb = 4, bwd_weight_qb = 6,
                        gemm_mr = 8, gemm_nv = 3, gemm_kc = 128, ig_mr = 12, ig_nv = 2, ig_tc = 256;
   // The depthwise and implicit-GEMM kernels of this build's zoo_conv_impl.inc round what they copy:
-  // In place, nearest even with round_bf16's integer rounding (core/half.h; NaN quiet); a tail through round_bf16.
-  static void round_operands(float* p, std::size_t n) {
+  // dst <- src rounded (dst == src: in place), nearest even with round_bf16's integer rounding (core/half.h; NaN
+  // quiet); a tail through round_bf16.
+  static void round_operands(float* dst, const float* src, std::size_t n) {
     std::size_t i = 0;
-    for (; i + 16 <= n; i += 16) V::store(p + i, V::round_bf16(V::load(p + i)));
-    if (i < n) round_bf16(p + i, p + i, n - i);
+    for (; i + 16 <= n; i += 16) V::store(dst + i, V::round_bf16(V::load(src + i)));
+    if (i < n) round_bf16(dst + i, src + i, n - i);
   }
 };
 
