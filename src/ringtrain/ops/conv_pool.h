@@ -14,10 +14,11 @@
 // conv2d_relu_pool_block samples side by side - the kernels' own layout - so two fused layers in a row
 // (LeNet's conv1 -> conv2) hand their activation over without transposing it out and back
 // (nn::Conv2dReluPool::chain_to). The fp32 tables (B = their vector width: 8 AVX2, 16 AVX-512, 1 scalar) keep
-// fp32 values; the bf16 AVX-512 table (B = 16) keeps bf16 words in the first half of the float buffer, the
-// rounding every consumer applies anyway, at half the bytes. The layers' results (outputs of the last,
-// parameter gradients) are the same bits as with the [N][features] fp32 tensor; a 16-bit blocked tensor
-// itself holds the bf16 rounding of the fp32 one.
+// fp32 values; the bf16 AVX-512 table (B = 16, KernelTable::conv2d_relu_pool_block_bf16) keeps bf16 words in the
+// first half of the float buffer, the rounding every consumer applies anyway, at half the bytes; the bf16 AVX2
+// table (B = 8) keeps that rounding as fp32 values, written rounded so its reader takes them in place. The
+// layers' results (outputs of the last, parameter gradients) are the same bits as with the [N][features] fp32
+// tensor; a bf16 table's blocked tensor itself holds the bf16 rounding of the fp32 one.
 #pragma once
 #include <cstddef>
 

@@ -71,11 +71,13 @@ struct Wrap {
     base<LV>().linear_forward(out, rounded<P>(0, inp, std::size_t(s.N) * s.I),
                               rounded<P>(1, weight, std::size_t(s.O) * s.I), bias, s);
   }
+  // The weight only takes part in dinp's products: without dinp (vit's split backward-data passes compute it
+  // apart, nn/tp_reduction.cpp; a first layer) it is not rounded.
   static void lin_bwd(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                       const float* weight, const LinearShape& s) {
     base<LV>().linear_backward(dinp, dweight, dbias, rounded<P>(0, dout, std::size_t(s.N) * s.O),
                                rounded<P>(2, inp, std::size_t(s.N) * s.I),
-                               rounded<P>(1, weight, std::size_t(s.O) * s.I), s);
+                               dinp ? rounded<P>(1, weight, std::size_t(s.O) * s.I) : weight, s);
   }
   static KernelTable make() {
     KernelTable t = base<LV>();  // the exact / fp32 ops as they are
