@@ -9,6 +9,8 @@
 # bound to a core each (--bind-to core; BIND=none to let them float). Figures on a shared machine are
 # noisy: the load is printed first and last.
 #   bench/pp.sh [STEPS=30] [DATA=digits] [extra ringtrain train options]     REPEATS=3 MS="2 4 8 16"
+# PP_OPTS: options for the --pp 2 runs only (e.g. PP_OPTS="--pp-balance cost" or "--pp-split 28", which one process
+# refuses). A run that fails prints the end of its output and stops the script.
 # BUILD_DIR (default build) holds the ringtrain binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +23,7 @@ RT=${BUILD_DIR:-build}/ringtrain
 [[ -x $RT ]] || { echo "pp.sh: $RT not found (build first, or set BUILD_DIR)"; exit 1; }
 if [[ $(id -u) == 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# command: REPEATS=$REPEATS MS=\"$MS\" BIND=$BIND bench/pp.sh $STEPS $DATA $*"
+echo "# command: REPEATS=$REPEATS MS=\"$MS\" BIND=$BIND PP_OPTS=\"${PP_OPTS:-}\" bench/pp.sh $STEPS $DATA $*"
 T="train --model vit --data $DATA --epochs 1 --batch-size 64 --log-every 0 --quiet --max-steps $STEPS $*"
 rate_of() { sed -n 's/^trained [0-9]* steps in [0-9.]*s (\([0-9.]*\) samples\/s.*/\1/p' <<<"$1"; }
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
@@ -32,11 +34,11 @@ for M in $MS; do
   declare -A r2=() i0=() i1=() m0=() m1=() fl=() cuts=()
   r1=""; ideal=""
   for rep in $(seq "$REPEATS"); do
-    one=$("$RT" $T --micro-batches "$M" 2>&1)
+    one=$("$RT" $T --micro-batches "$M" 2>&1) || true  # (the check below says why it failed)
     r=$(rate_of "$one"); [[ -n $r ]] || { echo "one-process run failed:"; tail -3 <<<"$one"; exit 1; }
     r1="$r1 $r"
     for sched in 1f1b gpipe; do
-      pp=$(mpirun -np 2 --bind-to "$BIND" "$RT" $T --micro-batches "$M" --pp 2 --pp-schedule "$sched" 2>&1)
+      pp=$(mpirun -np 2 --bind-to "$BIND" "$RT" $T --micro-batches "$M" --pp 2 --pp-schedule "$sched" ${PP_OPTS:-} 2>&1) || true
       r=$(rate_of "$pp"); [[ -n $r ]] || { echo "pp run failed:"; tail -3 <<<"$pp"; exit 1; }
       b=$(grep "^pipeline bubble" <<<"$pp")
       r2[$sched]="${r2[$sched]:-} $r"
