@@ -13,6 +13,20 @@ acc=$(sed -n 's/^test accuracy: \([0-9.]*\)%$/\1/p' "$WORK/a.log")
 [ -n "$acc" ] && pass || fail "no 'test accuracy: NN.NN%' line"
 awk -v a="$acc" 'BEGIN { exit !(a >= 95) }' && pass || fail "toy accuracy $acc% < 95%"
 
+# The step-time line: its parts (ms a step) are each >= 0, add up to the step (other >= 0 is the remainder),
+# and the steps' total fits in the training time the rate line implies (76 steps of 16 samples).
+step_line=$(grep "^step time" "$WORK/a.log")
+[ -n "$step_line" ] && pass || fail "no 'step time' line"
+rate=$(sed -n 's/^trained .* (\([0-9.]*\) samples\/s.*/\1/p' "$WORK/a.log")
+echo "$step_line" | awk -v rate="$rate" '{
+  gsub(/[(),:]/, " "); n = split($0, w, " ")
+  for (i = 1; i < n; ++i) if (w[i + 1] ~ /^-?[0-9.]+$/) v[w[i]] = w[i + 1]
+  if (!(v["forward"] > 0 && v["backward"] > 0 && v["optimizer"] > 0 && v["data"] >= 0 && v["loss"] >= 0)) exit 1
+  parts = v["data"] + v["forward"] + v["loss"] + v["backward"] + v["optimizer"]
+  if (v["other"] < -0.01 || parts + v["other"] > v["time"] + 0.02 || parts + v["other"] < v["time"] - 0.02) exit 1
+  if (v["time"] * 76 > 1000 * 76 * 16 / rate * 1.02 + 1) exit 1
+}' && pass || fail "step time parts do not add up: '$step_line' (rate $rate samples/s)"
+
 run --save "$WORK/b.safetensors" > "$WORK/b.log" 2>&1
 cmp -s "$WORK/a.safetensors" "$WORK/b.safetensors" && pass || fail "same seed gave different weights"
 run --seed 8 --save "$WORK/c.safetensors" > "$WORK/c.log" 2>&1

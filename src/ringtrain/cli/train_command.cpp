@@ -160,6 +160,22 @@ void print_pipeline_memory(const train::PipelineEngine& engine, const nn::Model&
 }
 
 // --pp: the measured bubble beside the ideal one, and what each stage held.
+// Where rank 0's steps spent their wall time, in ms a step (train/trainer.h's StepParts): what a --threads or
+// --precision change moves, part by part. "other": the rest of the step (the loop's own bookkeeping).
+void print_step_parts(const train::StepParts& p, int64_t threads) {
+  if (p.steps == 0) return;
+  const double ms = 1000.0 / double(p.steps);
+  const double other = p.total - p.data - p.forward - p.loss - p.backward - p.optimizer;
+  std::printf("step time %.2f ms (rank 0, mean of %lld steps, %lld thread%s): data %.2f, ", p.total * ms,
+              (long long)p.steps, (long long)threads, threads == 1 ? "" : "s", p.data * ms);
+  if (p.split)
+    std::printf("forward %.2f, loss %.2f, backward %.2f (gradient wait included), ", p.forward * ms, p.loss * ms,
+                p.backward * ms);
+  else
+    std::printf("pipeline schedule %.2f (forward, loss, backward and the stages' messages), ", p.backward * ms);
+  std::printf("optimizer %.2f, other %.2f ms\n", p.optimizer * ms, other * ms);
+}
+
 void print_bubble(const train::PipelineReport& r) {
   std::printf("pipeline bubble (%s, P=%d, M=%d): idle", r.schedule.c_str(), r.stages, r.micro_batches);
   for (int s = 0; s < r.stages; ++s)
@@ -523,6 +539,7 @@ int train_command(int argc, char** argv, int first) {
     std::printf("trained %lld steps in %.1fs (%.0f samples/s, data wait %.2f%% of step time)\n",
                 (long long)result.steps, result.train_seconds, result.samples_per_second,
                 100.0 * result.data_wait_fraction);
+    print_step_parts(result.step_parts, threads);
     if (grid) {  // lenet5: fc2's output forward + fc1's input gradient backward, [B,84] + [B,400] floats a
                  // step; vit: each block's attention and MLP, g forward + f backward, 4 x [B,17,128]
       const auto& st = grid->tensor_group().stats();

@@ -406,6 +406,13 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
   const int M = std::max(1, std::min(config_.micro_batches, N));
   double loss_sum = 0.0;
   float loss = 0.0f;
+  // The step's parts, timed at their boundaries (a clock read each: nothing next to a pass).
+  auto mark = Clock::now();
+  auto lap = [&mark](double& part) {
+    const auto now = Clock::now();
+    part += std::chrono::duration<double>(now - mark).count();
+    mark = now;
+  };
   if (pipeline_) {  // the same passes, stage by stage in the schedule's order (train/pipeline_engine.h)
     loss = pipeline_->train_step(kernels_, batch, config_.seed, step_index, grad_sum_.get(),
                                  reducer_ ? reducer_->hook() : nn::Model::GradReadyHook(),
@@ -413,6 +420,8 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
                                    return micro_loss(logits, labels, n, N, loss_scale, dlogits);
                                  });
     if (reducer_) reducer_->wait();
+    parts_.split = false;
+    lap(parts_.backward);  // the whole schedule: forward, loss and backward interleaved
   }
   for (int m = 0; m < (pipeline_ ? 0 : M); ++m) {
     const MicroBatchRange mb = micro_batch(N, M, m);
@@ -422,14 +431,17 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
     // Dropout masks are a function of (seed, step, sample): the same on a resumed run, at any world size.
     model_.set_step(config_.seed, step_index, batch.indices ? batch.indices + n0 : nullptr);
     const float* logits = model_.forward(kernels_, x, n);
+    lap(parts_.forward);
     loss = micro_loss(logits, labels, n, N, loss_scale, dlogits_.data());
     loss_sum += double(loss) * n;
+    lap(parts_.loss);
     if (m + 1 < M) {  // an earlier micro-batch: its gradients join the sum, nothing is communicated yet
       model_.backward(kernels_, x, dlogits_.data(), n);
       if (m == 0)
         grad_sum_->start();
       else
         grad_sum_->add();
+      lap(parts_.backward);
       continue;
     }
     if (reducer_) {
@@ -443,9 +455,16 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
       model_.backward(kernels_, x, dlogits_.data(), n);
       if (M > 1) grad_sum_->finish_all();
     }
+    lap(parts_.backward);
   }
   if (M > 1 && !pipeline_) loss = float(loss_sum / double(N));  // the batch mean
   ++step_calls_;
+  update_parameters();
+  lap(parts_.optimizer);
+  return loss;
+}
+
+void Trainer::update_parameters() {
   optimizer_->set_thread_pool(model_.thread_pool());  // the model's threads (--threads), as they are now
   if (scaler_) {
     // Fault injection for the skip test (tests/cli/test_mixed_precision.sh): RINGTRAIN_FAULT_INF_GRAD=
@@ -472,12 +491,11 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
     if (!st.applied && is_logger())
       log_ << "fp16: gradients hold inf/NaN (on some rank) - step skipped on every rank, loss scale "
            << st.scale << " -> " << st.next_scale << std::endl;
-    return loss;
+    return;
   }
   optimizer_->step(model_.params().params(), model_.params().grads());
   optimizer_->update_ema(model_.params().params());
   gather_parameters();
-  return loss;
 }
 
 TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test_split) {
@@ -522,13 +540,17 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
     int64_t loss_count = 0;
 
     for (int64_t b = 0; b < steps_per_epoch; ++b) {
+      const auto fetch_start = Clock::now();
       const data::Batch batch = loader.next();
+      parts_.data += seconds_since(fetch_start);
       // The rate at this step's place in training, in epochs: the same for any ranks x batch split.
       const double position = epoch + std::min(1.0, double(offset + b * global_batch) / double(train_split.count));
       optimizer_->set_lr(float(optim::scheduled_lr(schedule_, position)));
       if (reducer_) reducer_->set_overlap(overlap_trial.overlap_at(steps_here));
       const auto step_start = Clock::now();
       float loss = step(batch, result.steps);
+      parts_.total += seconds_since(fetch_start);
+      ++parts_.steps;
       if (reducer_ && overlap_trial.record(steps_here, seconds_since(step_start), comm_) && is_logger())
         log_ << overlap_trial.summary() << std::endl;
       ++steps_here;
@@ -624,6 +646,7 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
     result.loss_scale = scaler_->scale();
   }
   result.pipeline = pipeline_report();  // collective over the pipeline group
+  result.step_parts = parts_;
   result.train_seconds = train_seconds;
   result.data_wait_fraction = train_seconds > 0 ? loader.wait_seconds() / train_seconds : 0.0;
   result.samples_per_second = train_seconds > 0 ? samples_seen * comm_.size() / train_seconds : 0.0;

@@ -100,6 +100,17 @@ struct PipelineReport {
   std::vector<PipeEvent> trace;          // --pp-trace: every stage's kept passes and waits
 };
 
+// Where this rank's training steps spent their wall time (seconds summed over the steps of this process):
+// the batch from the loader (its wait, or its whole preparation under --workers 0), the forward passes, the
+// loss, the backward passes (the wait for the gradients' all-reduce included), the optimizer (loss scaling's
+// check, Adam, the EMA, --shard-optimizer's gather). Under --micro-batches each part sums its micro-batches.
+// Under --pp the stages' passes interleave with the schedule's messages: only the whole step is kept there.
+struct StepParts {
+  int64_t steps = 0;
+  double total = 0, data = 0, forward = 0, loss = 0, backward = 0, optimizer = 0;
+  bool split = true;  // false under --pp: forward, loss and backward are not separated
+};
+
 struct TrainResult {
   int64_t steps = 0;
   double last_loss = 0.0;
@@ -120,6 +131,7 @@ struct TrainResult {
   int64_t skipped_steps = 0;           // fp16: steps skipped for inf/NaN gradients
   float loss_scale = 1.0f;             // fp16: the final loss scale
   PipelineReport pipeline;             // --pp > 1
+  StepParts step_parts;                // this rank's steps, part by part
 };
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& config, std::size_t n);
@@ -162,6 +174,9 @@ class Trainer {
  private:
   // One step (the run's step_index-th, counting from 0) on a prepared batch; returns the batch loss.
   float step(const data::Batch& batch, int64_t step_index);
+  // The step's update from the gradients: fp16's unscale and inf/NaN check (a skipped step changes nothing),
+  // the optimizer, the EMA, --shard-optimizer's gather.
+  void update_parameters();
   // This rank's sample indices for an epoch, in the order they are trained on, starting at position
   // `offset` of the epoch's global (all-rank) order: after k steps of W ranks x B samples, offset = k*W*B.
   std::vector<int64_t> epoch_indices(int64_t dataset_size, int epoch, int64_t offset) const;
@@ -199,6 +214,7 @@ class Trainer {
   std::unique_ptr<dist::GradReducer> reducer_;  // only when the world has more than one rank
   std::unique_ptr<optim::LossScaler> scaler_;   // --precision fp16
   int64_t step_calls_ = 0;                      // steps run by this process (fault injection)
+  StepParts parts_;                             // the steps' wall time by part (step() adds to it)
   dist::ProcessGrid* grid_ = nullptr;           // --tp > 1 (set_process_grid)
   std::shared_ptr<dist::AllreduceCostModel> allreduce_model_;  // --allreduce auto (set_allreduce_model)
   AlignedBuffer<float> dlogits_, probs_;
