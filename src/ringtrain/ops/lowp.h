@@ -17,6 +17,7 @@
 //     (F16C / AVX-512 bulk conversion) and run the fp32 kernels of the same level (ops/ref/lowp.cpp).
 //     At level ref this composition is the reference twin the tests hold the fast bf16 kernels to.
 #pragma once
+#include <cstddef>
 #include <string>
 
 #include "ringtrain/ops/kernels.h"
@@ -43,6 +44,11 @@ const KernelTable& amx_bf16_kernels();
 const KernelTable& kernels_for(IsaLevel level, Precision p);
 // The round-then-fp32 composition at `level` (the fallback; at Ref the reference twin).
 const KernelTable& rounding_kernels_for(IsaLevel level, Precision p);
+// x [n] rounded to p's 16-bit values (bf16 or fp16, nearest even; NaN stays NaN) in this thread's rounding buffer
+// `slot` (0, 1 or 2); null for a null x. Valid until this thread asks for the same slot again: the composition
+// (ops/ref/lowp.cpp) and the fast tables that round an operand here (ops/cpu/kernels_bf16_avx2.cpp) share the
+// buffers, so a pointer must not outlive the kernel call it was made for. The buffers grow on the first step only.
+const float* rounded_copy(Precision p, int slot, const float* x, std::size_t n);
 // What kernels_for(level, p) computes with, in a few words for the start-up line (so a CPU without
 // AVX512_BF16 says that bf16 runs as rounded operands into the fp32 kernels).
 const char* precision_path(IsaLevel level, Precision p);

@@ -50,14 +50,9 @@ struct Cfg : Avx2Blocks {
 
 const KernelTable& composed() { return rounding_kernels_for(IsaLevel::Avx2, Precision::Bf16); }
 
-// A rounded copy of x [n] in this thread's buffer `slot` (0: weights, 1: activations or gradients), valid until the
-// thread asks for the same slot again. The buffers grow on the first step only.
-const float* rounded(int slot, const float* x, std::size_t n) {
-  thread_local AlignedBuffer<float> buf[2];
-  buf[slot].grow(n);
-  round_bf16(buf[slot].data(), x, n);
-  return buf[slot].data();
-}
+// A rounded copy of x [n] in this thread's rounding buffer `slot` (ops/lowp.h: 0 weights, 1 activations or
+// gradients), for this table's own kernels only (the composition would round into the same buffers).
+const float* rounded(int slot, const float* x, std::size_t n) { return rounded_copy(Precision::Bf16, slot, x, n); }
 
 // The depthwise kernels round the planes they move into the lanes; their weight (C x R x S floats) is rounded here.
 const float* rounded_weight(const float* w, const Conv2dShape& s) {

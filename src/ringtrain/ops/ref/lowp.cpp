@@ -16,22 +16,10 @@
 namespace ringtrain::ops {
 namespace {
 
-// Per-thread rounding buffers: slot 0 activations / dout, slot 1 weights, slot 2 a second activation.
-float* round_buffer(int slot, std::size_t n) {
-  thread_local AlignedBuffer<float> buf[3];
-  if (buf[slot].size() < n) buf[slot].resize(n + n / 4);
-  return buf[slot].data();
-}
-
+// The composition's rounded operands (rounded_copy's slots): 0 activations / dout, 1 weights, 2 a second activation.
 template <int P>
 const float* rounded(int slot, const float* x, std::size_t n) {
-  if (!x) return nullptr;
-  float* r = round_buffer(slot, n);
-  if constexpr (P == int(Precision::Bf16))
-    round_bf16(r, x, n);
-  else
-    round_fp16(r, x, n);
-  return r;
+  return rounded_copy(Precision(P), slot, x, n);
 }
 
 template <int LV>
@@ -189,6 +177,18 @@ const KernelTable& amx_bf16_kernels() {
     return k;
   }();
   return t;
+}
+
+const float* rounded_copy(Precision p, int slot, const float* x, std::size_t n) {
+  if (!x) return nullptr;
+  thread_local AlignedBuffer<float> buf[3];
+  AlignedBuffer<float>& b = buf[slot];
+  if (b.size() < n) b.resize(n + n / 4);
+  if (p == Precision::Bf16)
+    round_bf16(b.data(), x, n);
+  else
+    round_fp16(b.data(), x, n);
+  return b.data();
 }
 
 const KernelTable& rounding_kernels_for(IsaLevel level, Precision p) {
