@@ -17,6 +17,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2
 # train_rate MODEL [train options...]: samples/s of one run of `ringtrain train` under PIN, batch 64, STEPS
 # steps of the plain recipe (no EMA, label smoothing, shifts or loader workers) on DATA: the trainer's own
 # "trained N steps ... samples/s" (the whole step: loader, forward, backward, optimizer; the first step included).
+# With TRAIN_LOG set, the run's whole output is also written to that file (e.g. for its "step time" line).
 train_rate() {
   local model=$1
   shift
@@ -24,5 +25,10 @@ train_rate() {
   out=$("${PIN[@]}" "$BUILD/ringtrain" train --model "$model" --data "$DATA" --epochs 1 --max-steps "$STEPS" \
     --batch-size 64 --ema 0 --label-smoothing 0 --augment-shift 0 --workers 0 --log-every 0 --quiet "$@" 2>&1) ||
     { echo "$out" >&2; return 1; }  # a failed run says why and stops the script (set -e: the caller's assignment fails)
+  [[ -z ${TRAIN_LOG:-} ]] || echo "$out" > "$TRAIN_LOG"
   echo "$out" | sed -n 's/^trained .* (\([0-9.]*\) samples\/s.*/\1/p'
 }
+
+# step_part NAME FILE: the ms a step of part NAME (data, forward, loss, backward, optimizer, other) in the
+# "step time" line of a ringtrain train output in FILE.
+step_part() { sed -n "s/^step time .*[:,] $1 \([0-9.]*\).*/\1/p" "$2"; }
