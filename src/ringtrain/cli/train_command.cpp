@@ -159,7 +159,6 @@ void print_pipeline_memory(const train::PipelineEngine& engine, const nn::Model&
   }
 }
 
-// --pp: the measured bubble beside the ideal one, and what each stage held.
 // Where rank 0's steps spent their wall time, in ms a step (train/trainer.h's StepParts): what a --threads or
 // --precision change moves, part by part. "other": the rest of the step (the loop's own bookkeeping).
 void print_step_parts(const train::StepParts& p, int64_t threads) {
@@ -176,6 +175,7 @@ void print_step_parts(const train::StepParts& p, int64_t threads) {
   std::printf("optimizer %.2f, other %.2f ms\n", p.optimizer * ms, other * ms);
 }
 
+// --pp: the measured bubble beside the ideal one, and what each stage held.
 void print_bubble(const train::PipelineReport& r) {
   std::printf("pipeline bubble (%s, P=%d, M=%d): idle", r.schedule.c_str(), r.stages, r.micro_batches);
   for (int s = 0; s < r.stages; ++s)

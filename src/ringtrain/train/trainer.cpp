@@ -420,7 +420,6 @@ float Trainer::step(const data::Batch& batch, int64_t step_index) {
                                    return micro_loss(logits, labels, n, N, loss_scale, dlogits);
                                  });
     if (reducer_) reducer_->wait();
-    parts_.split = false;
     lap(parts_.backward);  // the whole schedule: forward, loss and backward interleaved
   }
   for (int m = 0; m < (pipeline_ ? 0 : M); ++m) {
@@ -647,6 +646,7 @@ TrainResult Trainer::fit(const data::Split& train_split, const data::Split& test
   }
   result.pipeline = pipeline_report();  // collective over the pipeline group
   result.step_parts = parts_;
+  result.step_parts.split = !pipeline_parallel();
   result.train_seconds = train_seconds;
   result.data_wait_fraction = train_seconds > 0 ? loader.wait_seconds() / train_seconds : 0.0;
   result.samples_per_second = train_seconds > 0 ? samples_seen * comm_.size() / train_seconds : 0.0;

@@ -108,7 +108,7 @@ struct PipelineReport {
 struct StepParts {
   int64_t steps = 0;
   double total = 0, data = 0, forward = 0, loss = 0, backward = 0, optimizer = 0;
-  bool split = true;  // false under --pp: forward, loss and backward are not separated
+  bool split = true;  // false under --pp (set by fit): forward, loss and backward are not separated
 };
 
 struct TrainResult {
