@@ -99,6 +99,10 @@ std::vector<Conv2dShape> odd_shapes() {
     out.push_back(conv(N, 4, 9, 14, 4, 3, 1, 2, 4));       // padding 2: output rows of a whole AVX-512 vector
     out.push_back(conv(N, 7, 11, 5, 7, 3, 1, 1, 7));       // three rows a vector on AVX-512, last block short
     out.push_back(conv(N, 5, 9, 7, 5, 3, 1, 0, 5));        // no padding, two 7-wide source rows a vector
+    // Shifted row loads (AVX2: 3x3 stride 1 padding 1, rows of at most two vectors: dw_same_* in zoo_conv_impl.inc)
+    out.push_back(conv(N, 9, 6, 9, 9, 3, 1, 1, 9));        // rows of 9: two vectors, the second one lane
+    out.push_back(conv(N, 7, 5, 8, 7, 3, 1, 1, 7));        // rows of exactly one vector
+    out.push_back(conv(N, 3, 2, 13, 3, 3, 1, 1, 3));       // two rows a plane: every row next to the padding
     // Strided depthwise with odd widths (the samples-in-lanes kernels)
     out.push_back(conv(N, 7, 11, 13, 7, 3, 2, 1, 7));      // stride 2, odd width
     out.push_back(conv(N, 5, 12, 15, 5, 3, 2, 0, 5));      // stride 2, no padding
